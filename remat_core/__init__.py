@@ -1,0 +1,1 @@
+"""Remat Explorer's solver package: training graphs, schedules, solvers and the simulator."""
