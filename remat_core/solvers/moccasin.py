@@ -1,0 +1,307 @@
+"""``moccasin``: Moccasin's constraint program over retention intervals (OR-Tools CP-SAT).
+
+Moccasin keeps Checkmate's frontier-advancing stages of a fixed topological order but replaces the
+O(n^2) 0/1 matrices with a few *retention intervals* per node: interval ``c`` of node ``v`` starts
+when ``v`` is (re)computed and ends when that copy is dropped. Time is the sequence of *events*
+``(stage s, position p)``, ``p <= s``, in lexicographic order (``event = s (s + 1) / 2 + p``), so an
+interval of ``v`` can only start at one of ``v``'s own events, and a schedule is the list of
+present intervals sorted by start. With ``C`` intervals per node the model has O(C n) integer
+variables and O(C^2 |E|) Booleans, against Checkmate's O(n^2).
+
+Model (Bartan et al. 2023, section 4), for every node ``v`` and interval ``c < C``:
+
+- ``start[v][0] = event(pos v, pos v)``, ``present[v][0] = 1``: the first computation is the
+  frontier's; later intervals start at ``event(s, pos v)`` for a later stage ``s``, are optional,
+  and are ordered (``present[v][c] -> present[v][c-1]``, ``end[v][c-1] <= start[v][c]``).
+- Precedence: for each edge ``u -> v`` and each present interval ``c`` of ``v``, some present
+  interval ``d`` of ``u`` covers the compute event: ``start[u][d] < start[v][c] < end[u][d]``
+  (a Boolean ``serves[u, d, v, c]`` per pair).
+- Memory: ``cumulative`` of all intervals ``[start, end)`` with demand ``mem(v)`` and capacity
+  ``budget - pinned``. At the event where ``v`` is computed, the intervals alive are ``v`` itself
+  and every copy still to be read, which is what the simulator counts after ``compute v``.
+- Objective: the cost of the optional intervals (recomputations).
+
+What it restricts: Checkmate's fixed order (see :mod:`~remat_core.solvers.checkmate_milp`), and
+at most ``C`` computations of each node. With ``C`` at least the number of stages it is exactly
+Checkmate's problem.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InfeasibleBudget
+from ..graph import ComputeGraph
+from ..schedule import Schedule
+from ..simulate import checkpoint_all_cost, checkpoint_all_peak
+from ._stages import (StageCompute, StageGrid, checkpoint_all_computes, instance_spans, stage_grid,
+                      stage_ops)
+from ._stage_greedy import greedy_stage_schedule
+from .base import Option, register
+
+DEFAULT_TIME_LIMIT = 60.0
+"""Seconds CP-SAT may search when no ``time_limit`` is given."""
+
+_COST_RESOLUTION = 10 ** 6
+_RULE = "moccasin"
+_BECAUSE = "Moccasin's retention intervals keep memory under budget"
+
+
+def event(stage: int, position: int) -> int:
+    """The time index of computing ``position`` in ``stage`` (``position <= stage``)."""
+    return stage * (stage + 1) // 2 + position
+
+
+def stage_of_event(value: int) -> StageCompute:
+    """``(stage, position)`` of an event: the inverse of :func:`event`."""
+    stage = (math.isqrt(8 * value + 1) - 1) // 2
+    return stage, value - stage * (stage + 1) // 2
+
+
+@dataclass(frozen=True)
+class IntegerCosts:
+    """Node costs as integers for CP-SAT: ``integer = round(cost * scale)``."""
+
+    values: np.ndarray
+    scale: float
+    rounded: bool  # some cost was not a whole number of 1/scale
+
+
+def integer_costs(cost: np.ndarray) -> IntegerCosts:
+    """Exact integers when costs have at most 6 decimals, else costs rescaled so the largest is 10**6."""
+    for digits in range(7):
+        scaled = cost * 10 ** digits
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, scaled)) and scaled.max(
+                initial=0.0) < 2 ** 40:
+            return IntegerCosts(np.round(scaled).astype(np.int64), float(10 ** digits), False)
+    scale = _COST_RESOLUTION / float(cost.max())
+    return IntegerCosts(np.round(cost * scale).astype(np.int64), scale, True)
+
+
+class _IntervalModel:
+    """The CP-SAT model of one graph and budget (variables kept for reading the solution back)."""
+
+    def __init__(self, grid: StageGrid, free_budget: int, intervals: int):
+        from ortools.sat.python import cp_model
+        self.grid = grid
+        self.cp = cp_model
+        self.model = cp_model.CpModel()
+        self.costs = integer_costs(grid.cost)
+        n, model = grid.n, self.model
+        useful = grid.last_useful_stage
+        last_read = [max((event(int(useful[j]), j) for j in grid.succs[p]), default=event(p, p)) + 1
+                     for p in range(n)]
+        self.start: list[list[Any]] = []
+        self.end: list[list[Any]] = []
+        self.size: list[list[Any]] = []
+        self.serves: dict[tuple[int, int, int, int], Any] = {}
+        self.present: list[list[Any]] = []
+        all_intervals, demands = [], []
+        nonzero = grid.mem[grid.mem > 0]
+        gcd = int(np.gcd.reduce(nonzero)) if nonzero.size else 1
+        for p in range(n):
+            later = [event(s, p) for s in range(p + 1, int(useful[p]) + 1)]
+            count = min(intervals, 1 + len(later))
+            starts, ends, sizes, presents = [], [], [], []
+            for c in range(count):
+                if c == 0:
+                    start = model.new_constant(event(p, p))
+                    present = model.new_constant(1)
+                else:
+                    start = model.new_int_var_from_domain(cp_model.Domain.FromValues(later), f"start_{p}_{c}")
+                    present = model.new_bool_var(f"present_{p}_{c}")
+                    model.add_implication(present, presents[c - 1])
+                    model.add(ends[c - 1] <= start).only_enforce_if(present)
+                lowest = event(p, p) if c == 0 else later[0]
+                end = model.new_int_var(lowest + 1, max(last_read[p], lowest + 1), f"end_{p}_{c}")
+                size = model.new_int_var(1, max(last_read[p], lowest + 1) - lowest, f"size_{p}_{c}")
+                interval = model.new_optional_interval_var(start, size, end, present, f"interval_{p}_{c}")
+                starts.append(start)
+                ends.append(end)
+                sizes.append(size)
+                presents.append(present)
+                all_intervals.append(interval)
+                demands.append(int(grid.mem[p]) // gcd)
+            self.start.append(starts)
+            self.end.append(ends)
+            self.size.append(sizes)
+            self.present.append(presents)
+        for v in range(n):
+            for u in grid.preds[v]:
+                for c in range(len(self.start[v])):
+                    serves = []
+                    for d in range(len(self.start[u])):
+                        x = model.new_bool_var(f"serves_{u}_{d}_{v}_{c}")
+                        self.serves[(u, d, v, c)] = x
+                        model.add_implication(x, self.present[u][d])
+                        model.add(self.start[u][d] < self.start[v][c]).only_enforce_if(x)
+                        model.add(self.start[v][c] < self.end[u][d]).only_enforce_if(x)
+                        serves.append(x)
+                    model.add_bool_or(serves).only_enforce_if(self.present[v][c])
+        model.add_cumulative(all_intervals, demands, max(free_budget // gcd, 0))
+        optional = [(self.present[p][c], int(self.costs.values[p])) for p in range(n)
+                    for c in range(1, len(self.present[p]))]
+        model.minimize(sum(coef * var for var, coef in optional) if optional else 0)
+
+    def hint(self, computes: list[StageCompute]) -> None:
+        """Hint a stage-compute sequence: each node's computations become its intervals, in order.
+
+        Every variable gets a value (a complete hint); a node computed more often than it has
+        intervals keeps only its first ones, and the hint is then infeasible (still a start).
+        """
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for (t, p), (last_t, last_p) in instance_spans(self.grid, computes):
+            spans.setdefault(p, []).append((event(t, p), event(last_t, last_p) + 1))
+        for p in range(self.grid.n):
+            mine = spans.get(p, [])
+            for c in range(len(self.start[p])):
+                present = c < len(mine)
+                if present:
+                    begin, end = mine[c]
+                else:  # an absent interval: the smallest values its domains allow
+                    begin = self.start[p][c].proto.domain[0]
+                    end = begin + 1
+                if c > 0:
+                    self.model.add_hint(self.present[p][c], present)
+                    self.model.add_hint(self.start[p][c], begin)
+                self.model.add_hint(self.end[p][c], end)
+                self.model.add_hint(self.size[p][c], end - begin)
+        for (u, d, v, c), x in self.serves.items():
+            both = d < len(spans.get(u, [])) and c < len(spans.get(v, []))
+            if both:
+                u_begin, u_end = spans[u][d]
+                v_begin = spans[v][c][0]
+                both = u_begin < v_begin < u_end
+            self.model.add_hint(x, both)
+
+    def computes(self, solver) -> list[StageCompute]:
+        """The stage computes of the solver's current solution."""
+        out = []
+        for p in range(self.grid.n):
+            for c in range(len(self.start[p])):
+                if c == 0 or solver.boolean_value(self.present[p][c]):
+                    out.append(stage_of_event(int(solver.value(self.start[p][c]))))
+        return sorted(out)
+
+    def variable_count(self) -> int:
+        return len(self.model.proto.variables)
+
+
+@register("moccasin", "Moccasin's CP (retention intervals per node, cumulative memory) over Checkmate's stages, "
+                      "OR-Tools CP-SAT with a time limit: O(n) variables, at most `intervals` computes per node.",
+          exact=False,
+          options=(Option("intervals", int, 2, "retention intervals (computations) allowed per node", low=1,
+                          high=64),
+                   Option("workers", int, 2, "CP-SAT search workers", low=1, high=64),
+                   Option("seed", int, 0, "CP-SAT random seed", low=0, high=2 ** 31 - 1),
+                   Option("hint", bool, True, "hint CP-SAT with a quick greedy schedule")),
+          reference="Bartan, Li, Teague, Lott, Dilkina, Moccasin: Efficient Tensor Rematerialization for Neural "
+                    "Networks, ICML 2023")
+def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, intervals: int = 2,
+             workers: int = 2, seed: int = 0, hint: bool = True) -> Schedule:
+    """Moccasin: the cheapest schedule with at most ``intervals`` computations per node.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+    budget : int
+        Bytes, pinned memory included.
+    time_limit : float, optional
+        Seconds CP-SAT may search (default :data:`DEFAULT_TIME_LIMIT`).
+    intervals : int
+        ``C``: retention intervals per node (Moccasin's default is 2).
+    workers, seed : int
+        CP-SAT's parallel workers and random seed.
+    hint : bool
+        Hint :func:`~remat_core.solvers._stage_greedy.greedy_stage_schedule` with at most ``C``
+        computations per node; when that fails, the uncapped greedy cut to ``C`` intervals, or
+        checkpoint-all (infeasible hints, but measured to start the search far better than none).
+
+    Returns
+    -------
+    Schedule
+        ``solver_info``: ``status`` (CP-SAT's), ``objective`` and ``lower_bound`` (in cost
+        units), ``gap``, ``exact`` (proved optimal within ``C`` intervals of this order),
+        ``cost_scale`` and ``objective_rounded`` (when costs had to be rounded to integers), and
+        ``incumbents``: ``[seconds since the call, objective]`` of each solution CP-SAT found.
+
+    Raises
+    ------
+    InfeasibleBudget
+        When CP-SAT proves no schedule with ``C`` intervals fits, or finds none in time.
+
+    Notes
+    -----
+    When checkpoint-all fits it is returned at once: it is optimal. The model has ``C`` intervals
+    per node (fewer where later computations could serve no one), ``C^2`` Booleans per edge, and
+    one cumulative constraint; the solution's intervals become stage computes, and the shared
+    conversion frees every tensor right after its last reader.
+
+    References
+    ----------
+    B. Bartan, H. Li, H. Teague, C. Lott, B. Dilkina. "Moccasin: Efficient Tensor
+    Rematerialization for Neural Networks". ICML 2023.
+    """
+    started = time.perf_counter()
+    grid = stage_grid(graph)
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    base = {"intervals": intervals, "time_limit": limit, "order": "graph topological order", "stages": grid.n}
+    if checkpoint_all_peak(graph) <= budget:
+        return _schedule(grid, checkpoint_all_computes(grid), {
+            **base, "status": "optimal", "objective": checkpoint_all_cost(graph),
+            "lower_bound": checkpoint_all_cost(graph), "gap": 0.0, "exact": True,
+            "proof": "checkpoint-all fits: computing every needed node once is a lower bound"})
+    model = _IntervalModel(grid, grid.free_budget(budget), intervals)
+    if hint:
+        model.hint(greedy_stage_schedule(grid, budget, max_computes=intervals)
+                   or greedy_stage_schedule(grid, budget, refinements=0) or checkpoint_all_computes(grid))
+    solver = model.cp.CpSolver()
+    offset = time.perf_counter() - started
+    solver.parameters.max_time_in_seconds = max(limit - offset, 0.01)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    # CP-SAT's presolve spends tens of seconds on the half-reified precedences over these sparse
+    # event domains at a few hundred nodes (40 s at 300, before the first solution; 4 s without)
+    # and the search finds schedules as good without it: measured in bench/exact_solvers.py.
+    solver.parameters.cp_model_presolve = False
+    constant = float(grid.cost.sum())
+    incumbents = _Incumbents(model.cp, offset, constant, model.costs.scale)
+    status = solver.solve(model.model, incumbents)
+    status_name = solver.status_name(status).lower()
+    info: dict[str, Any] = {**base, "status": status_name, "variables": model.variable_count(),
+                            "cp_seconds": round(solver.wall_time, 4), "cost_scale": model.costs.scale,
+                            "objective_rounded": model.costs.rounded, "incumbents": incumbents.found}
+    if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE):
+        detail = (f"CP-SAT proved that no schedule with at most {intervals} computations per node fits; "
+                  f"try more intervals" if status == model.cp.INFEASIBLE else
+                  f"CP-SAT found no schedule within {limit:g} s (status {status_name}); raise the time limit")
+        raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "moccasin", detail)
+    computes = model.computes(solver)
+    objective = constant + solver.objective_value / model.costs.scale
+    lower = constant + solver.best_objective_bound / model.costs.scale
+    gap = 0.0 if status == model.cp.OPTIMAL else max(objective - lower, 0.0) / max(objective, 1e-300)
+    info.update(objective=objective, lower_bound=lower, gap=gap, exact=status == model.cp.OPTIMAL)
+    return _schedule(grid, computes, info)
+
+
+def _Incumbents(cp_model, offset: float, constant: float, scale: float):
+    """A CP-SAT solution callback that records ``[seconds since the call, objective]`` per solution."""
+    class Incumbents(cp_model.CpSolverSolutionCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[list[float]] = []
+
+        def on_solution_callback(self) -> None:
+            self.found.append([round(offset + self.wall_time, 4), constant + self.objective_value / scale])
+
+    return Incumbents()
+
+
+def _schedule(grid: StageGrid, computes: list[StageCompute], info: dict[str, Any]) -> Schedule:
+    ops, reasons = stage_ops(grid, computes, rule=_RULE, because=_BECAUSE)
+    return Schedule.from_ops(ops, reasons, solver_info=info)
