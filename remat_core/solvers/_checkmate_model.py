@@ -58,9 +58,19 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse
 
+from ..errors import SolverOptionError
 from ._stages import StageCompute, StageGrid, stage_matrices
 
 _UNIT_RANGE = 2 ** 20
+
+
+def check_model_size(grid: StageGrid, max_nodes: int, who: str) -> None:
+    """:class:`SolverOptionError` when the graph has more nodes to compute than ``max_nodes``."""
+    if grid.n > max_nodes:
+        raise SolverOptionError(
+            f"{who}: the graph has {grid.n} nodes to compute; Checkmate's model has O(n^2) variables and is only "
+            f"built up to max_nodes={max_nodes}. Raise max_nodes to try anyway, or use 'moccasin' (O(n) "
+            f"variables) or a heuristic solver")
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def greedy_stage_schedule(grid: StageGrid, budget: int, refinements: int = 6,
 
 
 def _greedy_pass(grid: StageGrid, free: int, max_computes: int | None) -> list[StageCompute] | None:
-    """One greedy pass with ``free`` bytes of tracked memory for computed tensors."""
+    """One greedy pass with ``free`` bytes of tracked memory for computed tensors (None: gave up)."""
     n = grid.n
     mem, useful = grid.mem, grid.last_useful_stage
     resident = [False] * n

@@ -27,6 +27,9 @@ from ..schedule import COMPUTE, FREE, Op, Reason, reason
 from ..scheduling import needed_topological_order
 from ..simulate import simulate
 
+DEFAULT_TIME_LIMIT = 60.0
+"""Seconds the solvers that search this grid may spend when no ``time_limit`` is given."""
+
 StageCompute = tuple[int, int]
 """``(stage, position)``: the node at ``position`` of the fixed order is computed in ``stage``."""
 

@@ -18,16 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InfeasibleBudget, SolverOptionError
+from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import checkpoint_all_peak
-from ._checkmate_model import CheckmateModel, ModelSize
-from ._stages import StageCompute, StageGrid, computes_from_matrix, measure, stage_grid, stage_ops
+from ._checkmate_model import CheckmateModel, ModelSize, check_model_size
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, computes_from_matrix, measure, stage_grid,
+                      stage_ops)
 from .base import Option, register
-
-DEFAULT_TIME_LIMIT = 60.0
-"""Seconds the LP solves may take in all when no ``time_limit`` is given."""
 
 DEFAULT_MAX_NODES = 500
 """Largest number of nodes to compute for which the O(n^2) model is built."""
@@ -58,6 +56,8 @@ class Rounding:
         One entry per LP solved: its budget, status, seconds and the best rounding it gave.
     model_size : ModelSize or None
         Size of the first LP.
+    picked : dict or None
+        The rounding that gave ``computes`` (its threshold or sample) and its LP's budget.
     """
 
     computes: list[StageCompute] | None = None
@@ -188,7 +188,7 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
         If the graph has more than :data:`DEFAULT_MAX_NODES` nodes to compute.
     """
     grid = stage_grid(graph)
-    _check_size(grid, DEFAULT_MAX_NODES, "lp_lower_bound")
+    check_model_size(grid, DEFAULT_MAX_NODES, "lp_lower_bound")
     if grid.free_budget(budget) < 0:
         return math.inf
     solution = CheckmateModel(grid, grid.free_budget(budget), integral=False).solve(
@@ -196,14 +196,6 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
     if solution.status == "infeasible":
         return math.inf
     return solution.bound
-
-
-def _check_size(grid: StageGrid, max_nodes: int, who: str) -> None:
-    if grid.n > max_nodes:
-        raise SolverOptionError(
-            f"{who}: the graph has {grid.n} nodes to compute; Checkmate's model has O(n^2) variables and is only "
-            f"built up to max_nodes={max_nodes}. Raise max_nodes to try anyway, or use 'moccasin' (O(n) "
-            f"variables) or a heuristic solver")
 
 
 @register("checkmate-lp", "Checkmate's LP relaxation with two-phase rounding (round S, repair R), retried at "
@@ -264,7 +256,7 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
     section 5 (two-phase rounding).
     """
     grid = stage_grid(graph)
-    _check_size(grid, max_nodes, "checkmate-lp")
+    check_model_size(grid, max_nodes, "checkmate-lp")
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     result = round_lp(grid, budget, time_limit=limit, rounding=rounding, samples=samples, epsilon=epsilon,
                       retries=retries, seed=seed)
@@ -273,9 +265,12 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
             **(result.model_size.as_dict() if result.model_size else {})}
     if result.computes is None:
         known = [p for p in (result.smallest_peak, checkpoint_all_peak(graph)) if p is not None and p > budget]
-        why = ("the LP relaxation is infeasible: no frontier-advancing schedule in the topological order fits"
-               if result.lp_lower_bound == math.inf else
-               f"no rounding fitted after {len(result.attempts)} LP solve(s)")
+        if result.lp_lower_bound == math.inf:
+            why = "the LP relaxation is infeasible: no frontier-advancing schedule in the topological order fits"
+        elif any(a["status"] == "time_limit_reached" for a in result.attempts) or not result.attempts:
+            why = f"the LP was not solved within {limit:g} s; raise the time limit"
+        else:
+            why = f"no rounding fitted after {len(result.attempts)} LP solve(s)"
         raise InfeasibleBudget(budget, min(known) if known else None, "checkmate-lp", why)
     ops, reasons = stage_ops(grid, result.computes, rule=_RULE, because=_BECAUSE)
     return Schedule.from_ops(ops, reasons, solver_info=info)

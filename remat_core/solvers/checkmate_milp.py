@@ -22,14 +22,14 @@ from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import checkpoint_all_cost, checkpoint_all_peak
-from ._checkmate_model import CheckmateModel, relative_gap
+from ._checkmate_model import CheckmateModel, check_model_size, relative_gap
 from ._stage_greedy import greedy_stage_schedule
-from ._stages import (StageCompute, StageGrid, checkpoint_all_computes, computes_from_matrix, measure, stage_grid,
-                      stage_ops)
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, computes_from_matrix,
+                      measure, stage_grid, stage_ops)
 from .base import Option, register
-from .checkmate_lp import DEFAULT_TIME_LIMIT, _check_size, round_lp
+from .checkmate_lp import round_lp
 
-DEFAULT_MAX_NODES = 300
+DEFAULT_MAX_NODES = 400
 """Largest number of nodes to compute for which the MILP is built (O(n^2) variables)."""
 
 WARM_STARTS = ("auto", "greedy", "lp-rounding", "none")
@@ -87,7 +87,7 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
     budget : int
         Bytes, pinned memory included.
     time_limit : float, optional
-        Seconds in all (default :data:`~remat_core.solvers.checkmate_lp.DEFAULT_TIME_LIMIT`).
+        Seconds in all (default :data:`~remat_core.solvers._stages.DEFAULT_TIME_LIMIT`).
     mip_gap : float
         HiGHS stops when the relative gap between its best schedule and its lower bound is at
         most this (0: prove optimality).
@@ -130,7 +130,7 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
     "Checkmate: Breaking the Memory Wall with Optimal Tensor Rematerialization". MLSys 2020.
     """
     grid = stage_grid(graph)
-    _check_size(grid, max_nodes, "checkmate-milp")
+    check_model_size(grid, max_nodes, "checkmate-milp")
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     base_info: dict[str, Any] = {"time_limit": limit, "order": "graph topological order", "stages": grid.n}
     if checkpoint_all_peak(graph) <= budget:

@@ -21,6 +21,11 @@ Model (Bartan et al. 2023, section 4), for every node ``v`` and interval ``c < C
   and every copy still to be read, which is what the simulator counts after ``compute v``.
 - Objective: the cost of the optional intervals (recomputations).
 
+Search, as in Moccasin's code: when no schedule is known to fit, phase 1 drops the budget and
+minimises ``max(peak, budget)`` (the cumulative's capacity is a variable) from a complete
+checkpoint-all hint; its first schedule that fits is the complete hint of phase 2, which adds
+``peak <= budget`` and minimises cost. A quick greedy schedule that already fits skips phase 1.
+
 What it restricts: Checkmate's fixed order (see :mod:`~remat_core.solvers.checkmate_milp`), and
 at most ``C`` computations of each node. With ``C`` at least the number of stages it is exactly
 Checkmate's problem.
@@ -39,13 +44,10 @@ from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import checkpoint_all_cost, checkpoint_all_peak
-from ._stages import (StageCompute, StageGrid, checkpoint_all_computes, instance_spans, stage_grid,
-                      stage_ops)
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, instance_spans,
+                      measure, stage_grid, stage_ops)
 from ._stage_greedy import greedy_stage_schedule
 from .base import Option, register
-
-DEFAULT_TIME_LIMIT = 60.0
-"""Seconds CP-SAT may search when no ``time_limit`` is given."""
 
 _COST_RESOLUTION = 10 ** 6
 _RULE = "moccasin"
@@ -104,6 +106,7 @@ class _IntervalModel:
         all_intervals, demands = [], []
         nonzero = grid.mem[grid.mem > 0]
         gcd = int(np.gcd.reduce(nonzero)) if nonzero.size else 1
+        self.gcd = gcd
         for p in range(n):
             later = [event(s, p) for s in range(p + 1, int(useful[p]) + 1)]
             count = min(intervals, 1 + len(later))
@@ -143,10 +146,34 @@ class _IntervalModel:
                         model.add(self.start[v][c] < self.end[u][d]).only_enforce_if(x)
                         serves.append(x)
                     model.add_bool_or(serves).only_enforce_if(self.present[v][c])
-        model.add_cumulative(all_intervals, demands, max(free_budget // gcd, 0))
-        optional = [(self.present[p][c], int(self.costs.values[p])) for p in range(n)
-                    for c in range(1, len(self.present[p]))]
-        model.minimize(sum(coef * var for var, coef in optional) if optional else 0)
+        self.capacity = max(free_budget // gcd, 0)
+        self.most = max(sum(demands), self.capacity)  # every interval alive at once
+        self.footprint = model.new_int_var(0, self.most, "footprint")
+        model.add_cumulative(all_intervals, demands, self.footprint)
+        self._optional = [(self.present[p][c], int(self.costs.values[p])) for p in range(n)
+                          for c in range(1, len(self.present[p]))]
+
+    def minimize_peak(self, hinted_peak: int) -> None:
+        """Moccasin's first phase: no budget, minimise ``max(peak, budget)`` to find a schedule that fits.
+
+        ``hinted_peak`` (units) is the peak of the hinted schedule, so the hint stays complete.
+        """
+        excess = self.model.new_int_var(self.capacity, self.most, "peak_or_budget")
+        self.model.add(excess >= self.footprint)
+        self.model.add_hint(excess, max(hinted_peak, self.capacity))
+        self.model.minimize(excess)
+
+    def minimize_cost(self) -> None:
+        """The problem itself: peak within budget, minimise the cost of recomputations."""
+        self.model.add(self.footprint <= self.capacity)
+        self.model.minimize(sum(coef * var for var, coef in self._optional) if self._optional else 0)
+
+    def hint_solution(self, solver) -> None:
+        """Hint every variable with its value in the solver's last solution."""
+        self.model.clear_hints()
+        for index in range(len(self.model.proto.variables)):
+            var = self.model.get_int_var_from_proto_index(index)
+            self.model.add_hint(var, solver.value(var))
 
     def hint(self, computes: list[StageCompute]) -> None:
         """Hint a stage-compute sequence: each node's computations become its intervals, in order.
@@ -171,6 +198,8 @@ class _IntervalModel:
                     self.model.add_hint(self.start[p][c], begin)
                 self.model.add_hint(self.end[p][c], end)
                 self.model.add_hint(self.size[p][c], end - begin)
+        peak = measure(self.grid, computes)[0] - self.grid.graph.pinned_bytes
+        self.model.add_hint(self.footprint, peak // self.gcd)
         for (u, d, v, c), x in self.serves.items():
             both = d < len(spans.get(u, [])) and c < len(spans.get(v, []))
             if both:
@@ -199,7 +228,8 @@ class _IntervalModel:
                           high=64),
                    Option("workers", int, 2, "CP-SAT search workers", low=1, high=64),
                    Option("seed", int, 0, "CP-SAT random seed", low=0, high=2 ** 31 - 1),
-                   Option("hint", bool, True, "hint CP-SAT with a quick greedy schedule")),
+                   Option("hint", bool, True, "start from a quick greedy schedule when one fits (else Moccasin's "
+                                              "phase 1 first)")),
           reference="Bartan, Li, Teague, Lott, Dilkina, Moccasin: Efficient Tensor Rematerialization for Neural "
                     "Networks, ICML 2023")
 def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, intervals: int = 2,
@@ -212,15 +242,16 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     budget : int
         Bytes, pinned memory included.
     time_limit : float, optional
-        Seconds CP-SAT may search (default :data:`DEFAULT_TIME_LIMIT`).
+        Seconds in all (default :data:`~remat_core.solvers._stages.DEFAULT_TIME_LIMIT`).
     intervals : int
         ``C``: retention intervals per node (Moccasin's default is 2).
     workers, seed : int
         CP-SAT's parallel workers and random seed.
     hint : bool
         Hint :func:`~remat_core.solvers._stage_greedy.greedy_stage_schedule` with at most ``C``
-        computations per node; when that fails, the uncapped greedy cut to ``C`` intervals, or
-        checkpoint-all (infeasible hints, but measured to start the search far better than none).
+        computations per node when it fits. When it does not (or ``hint`` is false), Moccasin's
+        phase 1 runs first: no budget, minimise ``max(peak, budget)`` from checkpoint-all, and the
+        first schedule that fits becomes the hint of the real search.
 
     Returns
     -------
@@ -237,7 +268,8 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
 
     Notes
     -----
-    When checkpoint-all fits it is returned at once: it is optimal. The model has ``C`` intervals
+    When checkpoint-all fits it is returned at once: it is optimal. Both phases share one time
+    limit; ``phase1_seconds`` in ``solver_info`` says what phase 1 took. The model has ``C`` intervals
     per node (fewer where later computations could serve no one), ``C^2`` Booleans per edge, and
     one cumulative constraint; the solution's intervals become stage computes, and the shared
     conversion frees every tensor right after its last reader.
@@ -257,29 +289,38 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
             "lower_bound": checkpoint_all_cost(graph), "gap": 0.0, "exact": True,
             "proof": "checkpoint-all fits: computing every needed node once is a lower bound"})
     model = _IntervalModel(grid, grid.free_budget(budget), intervals)
-    if hint:
-        model.hint(greedy_stage_schedule(grid, budget, max_computes=intervals)
-                   or greedy_stage_schedule(grid, budget, refinements=0) or checkpoint_all_computes(grid))
-    solver = model.cp.CpSolver()
-    offset = time.perf_counter() - started
-    solver.parameters.max_time_in_seconds = max(limit - offset, 0.01)
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    # CP-SAT's presolve spends tens of seconds on the half-reified precedences over these sparse
-    # event domains at a few hundred nodes (40 s at 300, before the first solution; 4 s without)
-    # and the search finds schedules as good without it: measured in bench/exact_solvers.py.
-    solver.parameters.cp_model_presolve = False
+    fitting = greedy_stage_schedule(grid, budget, max_computes=intervals) if hint else None
     constant = float(grid.cost.sum())
+    info: dict[str, Any] = {**base, "variables": model.variable_count(), "cost_scale": model.costs.scale,
+                            "objective_rounded": model.costs.rounded, "hint": "greedy" if fitting else None}
+    if fitting is None:
+        # no schedule known to fit: Moccasin's phase 1 minimises the peak, from checkpoint-all (the
+        # greedy's over-budget schedules were measured to start it in worse places)
+        model.hint(checkpoint_all_computes(grid))
+        model.minimize_peak((checkpoint_all_peak(graph) - graph.pinned_bytes) // model.gcd)
+        solver = _solver(model, limit - (time.perf_counter() - started), workers, seed)
+        status = solver.solve(model.model)
+        info["phase1_seconds"] = round(solver.wall_time, 4)
+        if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE) or solver.value(model.footprint) > model.capacity:
+            raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "moccasin", (
+                f"CP-SAT found no schedule with at most {intervals} computations per node within {limit:g} s "
+                f"(phase 1 brought the peak to {_peak_text(model, solver, grid, status)}); raise the time limit or "
+                f"the intervals"))
+        model.hint_solution(solver)
+        info["hint"] = "phase 1"
+    else:
+        model.hint(fitting)
+    model.minimize_cost()
+    offset = time.perf_counter() - started
+    solver = _solver(model, limit - offset, workers, seed)
     incumbents = _Incumbents(model.cp, offset, constant, model.costs.scale)
     status = solver.solve(model.model, incumbents)
-    status_name = solver.status_name(status).lower()
-    info: dict[str, Any] = {**base, "status": status_name, "variables": model.variable_count(),
-                            "cp_seconds": round(solver.wall_time, 4), "cost_scale": model.costs.scale,
-                            "objective_rounded": model.costs.rounded, "incumbents": incumbents.found}
+    info.update(status=solver.status_name(status).lower(), cp_seconds=round(solver.wall_time, 4),
+                incumbents=incumbents.found)
     if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE):
         detail = (f"CP-SAT proved that no schedule with at most {intervals} computations per node fits; "
                   f"try more intervals" if status == model.cp.INFEASIBLE else
-                  f"CP-SAT found no schedule within {limit:g} s (status {status_name}); raise the time limit")
+                  f"CP-SAT found no schedule within {limit:g} s (status {info['status']}); raise the time limit")
         raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "moccasin", detail)
     computes = model.computes(solver)
     objective = constant + solver.objective_value / model.costs.scale
@@ -287,6 +328,24 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     gap = 0.0 if status == model.cp.OPTIMAL else max(objective - lower, 0.0) / max(objective, 1e-300)
     info.update(objective=objective, lower_bound=lower, gap=gap, exact=status == model.cp.OPTIMAL)
     return _schedule(grid, computes, info)
+
+
+def _solver(model: _IntervalModel, seconds: float, workers: int, seed: int):
+    solver = model.cp.CpSolver()
+    solver.parameters.max_time_in_seconds = max(seconds, 0.01)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    # CP-SAT's presolve spends tens of seconds on the half-reified precedences over these sparse
+    # event domains at a few hundred nodes (40 s at 300, before the first solution; 4 s without)
+    # and the search finds schedules as good without it: measured in bench/exact_solvers.py.
+    solver.parameters.cp_model_presolve = False
+    return solver
+
+
+def _peak_text(model: _IntervalModel, solver, grid: StageGrid, status) -> str:
+    if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE):
+        return "nothing (no solution)"
+    return f"{solver.value(model.footprint) * model.gcd + grid.graph.pinned_bytes:,} bytes"
 
 
 def _Incumbents(cp_model, offset: float, constant: float, scale: float):
