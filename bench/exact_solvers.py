@@ -8,12 +8,12 @@ either found (from the ``incumbents`` each solver records; both start from the s
 schedule, the MILP as its MIP start and moccasin as its hint).
 
 Graphs: the generated branchy training graphs of ``bench/training_graphs.py`` and the Checkmate
-training graphs in ``../shared/graphs/checkmate/`` (or ``--checkmate-dir``) when that folder
-exists (read in place, never copied).
+training graphs in ``shared/graphs/checkmate/`` of the nearest folder above the checkout that has
+one (or ``--checkmate-dir``) when that folder exists (read in place, never copied).
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python bench/exact_solvers.py [--time-limit 60] [--fractions
-0.7,0.5,0.3] [--graphs NAME,...] [--json out.json]``. A full run on 2 cores takes about an hour at
-60 s per solve.
+0.7,0.5,0.3] [--graphs NAME,...] [--solvers checkmate-milp,moccasin] [--json out.json]``. A full
+run on 2 cores takes about an hour at 60 s per solve.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from remat_core import (ComputeGraph, InfeasibleBudget, RematError, checkpoint_a
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from training_graphs import benchmark_graphs  # noqa: E402 - the bench folder is not a package
 
-CHECKMATE_GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "graphs" / "checkmate"
+CHECKMATE_GRAPHS = next((folder / "shared" / "graphs" / "checkmate" for folder in Path(__file__).resolve().parents
+                         if (folder / "shared" / "graphs" / "checkmate").is_dir()), Path("shared/graphs/checkmate"))
 SOLVERS = ("checkmate-lp", "checkmate-milp", "moccasin")
 
 
@@ -87,11 +88,17 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--fractions", default="0.7,0.5,0.3")
     parser.add_argument("--graphs", default=None, help="comma-separated graph names (default: all)")
+    parser.add_argument("--solvers", default=",".join(SOLVERS),
+                        help="comma-separated subset of " + ", ".join(SOLVERS))
     parser.add_argument("--json", default=None, help="also write every result to this file")
     parser.add_argument("--checkmate-dir", type=Path, default=CHECKMATE_GRAPHS,
-                        help="folder of Checkmate node-link graphs (default: ../shared/graphs/checkmate)")
+                        help=f"folder of Checkmate node-link graphs (default: {CHECKMATE_GRAPHS})")
     args = parser.parse_args()
     fractions = [float(f) for f in args.fractions.split(",")]
+    solvers = [name for name in args.solvers.split(",") if name]
+    unknown = sorted(set(solvers) - set(SOLVERS))
+    if unknown:
+        parser.error(f"unknown solver(s) {', '.join(unknown)}; choose from {', '.join(SOLVERS)}")
     selected = set(args.graphs.split(",")) if args.graphs else None
     rows = []
     print(f"{'graph':<16} {'nodes':>5} {'budget':>6} {'solver':<15} {'overhead':>9} {'seconds':>8} {'gap':>7} "
@@ -105,8 +112,8 @@ def main() -> None:
                 print(f"{head} below the memory lower bound ({memory_lower_bound(graph):,} bytes)", flush=True)
                 rows.append({"graph": label, "fraction": fraction, "below_lower_bound": True})
                 continue
-            results = {name: run_one(graph, budget, name, args.time_limit) for name in SOLVERS}
-            bound = results["checkmate-lp"].get("lp_lower_bound") or results["checkmate-milp"].get("lp_lower_bound")
+            results = {name: run_one(graph, budget, name, args.time_limit) for name in solvers}
+            bound = next((r["lp_lower_bound"] for r in results.values() if r.get("lp_lower_bound") is not None), None)
             for name, r in results.items():
                 if r["feasible"]:
                     bound_overhead = (bound / base - 1) if bound not in (None, math.inf) else None
@@ -116,7 +123,8 @@ def main() -> None:
                 else:
                     print(f"{head} {name:<15} {'-':>9} {r['seconds']:>8.1f} {'-':>7} {'-':>12}  {r['why'][:90]}",
                           flush=True)
-            versus = equal_cost(results["checkmate-milp"], results["moccasin"])
+            versus = (equal_cost(results["checkmate-milp"], results["moccasin"])
+                      if {"checkmate-milp", "moccasin"} <= results.keys() else None)
             if versus is not None:
                 print(f"{head} time to cost {versus['target_cost']:.1f}: moccasin "
                       f"{fmt(versus['moccasin_seconds'], missing='not reached')} s, milp "

@@ -18,14 +18,14 @@ which Checkmate's memory accounting equals the simulator's, step by step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, Op, Reason, reason
+from ..schedule import COMPUTE, FREE, Op, Reason, Schedule, reason
 from ..scheduling import needed_topological_order
-from ..simulate import simulate
+from ..simulate import checkpoint_all_cost, checkpoint_all_peak, simulate
 
 DEFAULT_TIME_LIMIT = 60.0
 """Seconds the solvers that search this grid may spend when no ``time_limit`` is given."""
@@ -247,3 +247,25 @@ def measure(grid: StageGrid, computes: Iterable[StageCompute]) -> tuple[int, flo
     ops, _ = stage_ops(grid, computes, rule="stages", because="")
     result = simulate(grid.graph, ops)
     return result.peak, result.cost
+
+
+def stage_schedule(grid: StageGrid, computes: Iterable[StageCompute], *, rule: str, because: str,
+                   solver_info: dict[str, Any]) -> Schedule:
+    """The :class:`~remat_core.schedule.Schedule` of a stage-compute sequence (ops by :func:`stage_ops`)."""
+    ops, reasons = stage_ops(grid, computes, rule=rule, because=because)
+    return Schedule.from_ops(ops, reasons, solver_info=solver_info)
+
+
+def checkpoint_all_if_it_fits(grid: StageGrid, budget: int, *, rule: str,
+                              solver_info: dict[str, Any]) -> Schedule | None:
+    """Checkpoint-all, proved optimal, when its peak fits ``budget``; None otherwise.
+
+    Computing every needed node once is a lower bound on any schedule's cost, and checkpoint-all
+    reaches it, so no search is needed.
+    """
+    if checkpoint_all_peak(grid.graph) > budget:
+        return None
+    cost = checkpoint_all_cost(grid.graph)
+    return stage_schedule(grid, checkpoint_all_computes(grid), rule=rule, because="", solver_info={
+        **solver_info, "status": "optimal", "objective": cost, "lower_bound": cost, "exact": True,
+        "proof": "checkpoint-all fits: computing every needed node once is a lower bound"})

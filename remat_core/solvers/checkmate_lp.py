@@ -24,7 +24,7 @@ from ..schedule import Schedule
 from ..simulate import checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, ModelSize, check_model_size
 from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, computes_from_matrix, measure, stage_grid,
-                      stage_ops)
+                      stage_schedule)
 from .base import Option, register
 
 DEFAULT_MAX_NODES = 500
@@ -272,5 +272,4 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
         else:
             why = f"no rounding fitted after {len(result.attempts)} LP solve(s)"
         raise InfeasibleBudget(budget, min(known) if known else None, "checkmate-lp", why)
-    ops, reasons = stage_ops(grid, result.computes, rule=_RULE, because=_BECAUSE)
-    return Schedule.from_ops(ops, reasons, solver_info=info)
+    return stage_schedule(grid, result.computes, rule=_RULE, because=_BECAUSE, solver_info=info)

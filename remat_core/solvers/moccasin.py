@@ -43,9 +43,9 @@ import numpy as np
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from ..simulate import checkpoint_all_cost, checkpoint_all_peak
-from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, instance_spans,
-                      measure, stage_grid, stage_ops)
+from ..simulate import checkpoint_all_peak
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, checkpoint_all_if_it_fits,
+                      instance_spans, measure, stage_grid, stage_schedule)
 from ._stage_greedy import greedy_stage_schedule
 from .base import Option, register
 
@@ -94,48 +94,60 @@ class _IntervalModel:
         self.cp = cp_model
         self.model = cp_model.CpModel()
         self.costs = integer_costs(grid.cost)
-        n, model = grid.n, self.model
-        useful = grid.last_useful_stage
-        last_read = [max((event(int(useful[j]), j) for j in grid.succs[p]), default=event(p, p)) + 1
-                     for p in range(n)]
+        nonzero = grid.mem[grid.mem > 0]
+        self.gcd = int(np.gcd.reduce(nonzero)) if nonzero.size else 1
         self.start: list[list[Any]] = []
         self.end: list[list[Any]] = []
         self.size: list[list[Any]] = []
-        self.serves: dict[tuple[int, int, int, int], Any] = {}
         self.present: list[list[Any]] = []
-        all_intervals, demands = [], []
-        nonzero = grid.mem[grid.mem > 0]
-        gcd = int(np.gcd.reduce(nonzero)) if nonzero.size else 1
-        self.gcd = gcd
-        for p in range(n):
+        self.serves: dict[tuple[int, int, int, int], Any] = {}
+        intervals_made, demands = self._add_intervals(intervals)
+        self._add_precedences()
+        self.capacity = max(free_budget // self.gcd, 0)
+        self.most = max(sum(demands), self.capacity)  # every interval alive at once
+        self.footprint = self.model.new_int_var(0, self.most, "footprint")
+        self.model.add_cumulative(intervals_made, demands, self.footprint)
+        self._optional = [(self.present[p][c], int(self.costs.values[p])) for p in range(grid.n)
+                          for c in range(1, len(self.present[p]))]
+
+    def _add_intervals(self, intervals: int) -> tuple[list[Any], list[int]]:
+        """Up to ``intervals`` ordered retention intervals per node; returns them and their demands."""
+        grid, model, cp_model = self.grid, self.model, self.cp
+        useful = grid.last_useful_stage
+        made, demands = [], []
+        for p in range(grid.n):
+            last_read = max((event(int(useful[j]), j) for j in grid.succs[p]), default=event(p, p)) + 1
             later = [event(s, p) for s in range(p + 1, int(useful[p]) + 1)]
-            count = min(intervals, 1 + len(later))
             starts, ends, sizes, presents = [], [], [], []
-            for c in range(count):
+            for c in range(min(intervals, 1 + len(later))):
                 if c == 0:
-                    start = model.new_constant(event(p, p))
-                    present = model.new_constant(1)
+                    start, present = model.new_constant(event(p, p)), model.new_constant(1)
                 else:
                     start = model.new_int_var_from_domain(cp_model.Domain.FromValues(later), f"start_{p}_{c}")
                     present = model.new_bool_var(f"present_{p}_{c}")
                     model.add_implication(present, presents[c - 1])
                     model.add(ends[c - 1] <= start).only_enforce_if(present)
                 lowest = event(p, p) if c == 0 else later[0]
-                end = model.new_int_var(lowest + 1, max(last_read[p], lowest + 1), f"end_{p}_{c}")
-                size = model.new_int_var(1, max(last_read[p], lowest + 1) - lowest, f"size_{p}_{c}")
-                interval = model.new_optional_interval_var(start, size, end, present, f"interval_{p}_{c}")
+                highest = max(last_read, lowest + 1)
+                end = model.new_int_var(lowest + 1, highest, f"end_{p}_{c}")
+                size = model.new_int_var(1, highest - lowest, f"size_{p}_{c}")
+                made.append(model.new_optional_interval_var(start, size, end, present, f"interval_{p}_{c}"))
+                demands.append(int(grid.mem[p]) // self.gcd)
                 starts.append(start)
                 ends.append(end)
                 sizes.append(size)
                 presents.append(present)
-                all_intervals.append(interval)
-                demands.append(int(grid.mem[p]) // gcd)
             self.start.append(starts)
             self.end.append(ends)
             self.size.append(sizes)
             self.present.append(presents)
-        for v in range(n):
-            for u in grid.preds[v]:
+        return made, demands
+
+    def _add_precedences(self) -> None:
+        """Each present interval of ``v`` is computed while some interval of each input is alive."""
+        model = self.model
+        for v in range(self.grid.n):
+            for u in self.grid.preds[v]:
                 for c in range(len(self.start[v])):
                     serves = []
                     for d in range(len(self.start[u])):
@@ -146,12 +158,6 @@ class _IntervalModel:
                         model.add(self.start[v][c] < self.end[u][d]).only_enforce_if(x)
                         serves.append(x)
                     model.add_bool_or(serves).only_enforce_if(self.present[v][c])
-        self.capacity = max(free_budget // gcd, 0)
-        self.most = max(sum(demands), self.capacity)  # every interval alive at once
-        self.footprint = model.new_int_var(0, self.most, "footprint")
-        model.add_cumulative(all_intervals, demands, self.footprint)
-        self._optional = [(self.present[p][c], int(self.costs.values[p])) for p in range(n)
-                          for c in range(1, len(self.present[p]))]
 
     def minimize_peak(self, hinted_peak: int) -> None:
         """Moccasin's first phase: no budget, minimise ``max(peak, budget)`` to find a schedule that fits.
@@ -178,8 +184,8 @@ class _IntervalModel:
     def hint(self, computes: list[StageCompute]) -> None:
         """Hint a stage-compute sequence: each node's computations become its intervals, in order.
 
-        Every variable gets a value (a complete hint); a node computed more often than it has
-        intervals keeps only its first ones, and the hint is then infeasible (still a start).
+        Every variable gets a value (a complete hint). A node computed more often than it has
+        intervals keeps only its first ones (the hint is then infeasible).
         """
         spans: dict[int, list[tuple[int, int]]] = {}
         for (t, p), (last_t, last_p) in instance_spans(self.grid, computes):
@@ -283,37 +289,24 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     grid = stage_grid(graph)
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     base = {"intervals": intervals, "time_limit": limit, "order": "graph topological order", "stages": grid.n}
-    if checkpoint_all_peak(graph) <= budget:
-        return _schedule(grid, checkpoint_all_computes(grid), {
-            **base, "status": "optimal", "objective": checkpoint_all_cost(graph),
-            "lower_bound": checkpoint_all_cost(graph), "gap": 0.0, "exact": True,
-            "proof": "checkpoint-all fits: computing every needed node once is a lower bound"})
+    trivial = checkpoint_all_if_it_fits(grid, budget, rule=_RULE, solver_info={**base, "gap": 0.0})
+    if trivial is not None:
+        return trivial
     model = _IntervalModel(grid, grid.free_budget(budget), intervals)
     fitting = greedy_stage_schedule(grid, budget, max_computes=intervals) if hint else None
     constant = float(grid.cost.sum())
     info: dict[str, Any] = {**base, "variables": model.variable_count(), "cost_scale": model.costs.scale,
                             "objective_rounded": model.costs.rounded, "hint": "greedy" if fitting else None}
     if fitting is None:
-        # no schedule known to fit: Moccasin's phase 1 minimises the peak, from checkpoint-all (the
-        # greedy's over-budget schedules were measured to start it in worse places)
-        model.hint(checkpoint_all_computes(grid))
-        model.minimize_peak((checkpoint_all_peak(graph) - graph.pinned_bytes) // model.gcd)
-        solver = _solver(model, limit - (time.perf_counter() - started), workers, seed)
-        status = solver.solve(model.model)
-        info["phase1_seconds"] = round(solver.wall_time, 4)
-        if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE) or solver.value(model.footprint) > model.capacity:
-            raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "moccasin", (
-                f"CP-SAT found no schedule with at most {intervals} computations per node within {limit:g} s "
-                f"(phase 1 brought the peak to {_peak_text(model, solver, grid, status)}); raise the time limit or "
-                f"the intervals"))
-        model.hint_solution(solver)
+        info["phase1_seconds"] = _phase1(model, graph, budget, limit - (time.perf_counter() - started), workers,
+                                         seed, intervals, limit)
         info["hint"] = "phase 1"
     else:
         model.hint(fitting)
     model.minimize_cost()
     offset = time.perf_counter() - started
     solver = _solver(model, limit - offset, workers, seed)
-    incumbents = _Incumbents(model.cp, offset, constant, model.costs.scale)
+    incumbents = _incumbent_recorder(model.cp, offset, constant, model.costs.scale)
     status = solver.solve(model.model, incumbents)
     info.update(status=solver.status_name(status).lower(), cp_seconds=round(solver.wall_time, 4),
                 incumbents=incumbents.found)
@@ -327,7 +320,7 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     lower = constant + solver.best_objective_bound / model.costs.scale
     gap = 0.0 if status == model.cp.OPTIMAL else max(objective - lower, 0.0) / max(objective, 1e-300)
     info.update(objective=objective, lower_bound=lower, gap=gap, exact=status == model.cp.OPTIMAL)
-    return _schedule(grid, computes, info)
+    return stage_schedule(grid, computes, rule=_RULE, because=_BECAUSE, solver_info=info)
 
 
 def _solver(model: _IntervalModel, seconds: float, workers: int, seed: int):
@@ -342,14 +335,41 @@ def _solver(model: _IntervalModel, seconds: float, workers: int, seed: int):
     return solver
 
 
-def _peak_text(model: _IntervalModel, solver, grid: StageGrid, status) -> str:
-    if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE):
-        return "nothing (no solution)"
-    return f"{solver.value(model.footprint) * model.gcd + grid.graph.pinned_bytes:,} bytes"
+def _phase1(model: _IntervalModel, graph: ComputeGraph, budget: int, seconds: float, workers: int, seed: int,
+            intervals: int, limit: float) -> float:
+    """Moccasin's phase 1: minimise the peak from checkpoint-all until a schedule fits, then hint it.
+
+    Returns the seconds it took. Raises :class:`InfeasibleBudget` when no schedule that fits was
+    found (proved, when CP-SAT's smallest peak is optimal), with the smallest peak it reached.
+    The greedy's over-budget schedules were measured to start this search in worse places than
+    checkpoint-all.
+    """
+    model.hint(checkpoint_all_computes(model.grid))
+    model.minimize_peak((checkpoint_all_peak(graph) - graph.pinned_bytes) // model.gcd)
+    solver = _solver(model, seconds, workers, seed)
+    status = solver.solve(model.model)
+    found = status in (model.cp.OPTIMAL, model.cp.FEASIBLE)
+    if found and solver.value(model.footprint) <= model.capacity:
+        model.hint_solution(solver)
+        return round(solver.wall_time, 4)
+    smallest = checkpoint_all_peak(graph)
+    if found:
+        smallest = min(smallest, solver.value(model.footprint) * model.gcd + graph.pinned_bytes)
+    if status == model.cp.OPTIMAL:
+        detail = (f"CP-SAT proved that with at most {intervals} computations per node the peak is at least "
+                  f"{smallest:,} bytes; try more intervals")
+    else:
+        detail = (f"CP-SAT found no schedule with at most {intervals} computations per node within {limit:g} s; "
+                  f"raise the time limit or the intervals")
+    raise InfeasibleBudget(budget, smallest, "moccasin", detail)
 
 
-def _Incumbents(cp_model, offset: float, constant: float, scale: float):
-    """A CP-SAT solution callback that records ``[seconds since the call, objective]`` per solution."""
+def _incumbent_recorder(cp_model, offset: float, constant: float, scale: float):
+    """A CP-SAT solution callback that records ``[seconds since the call, objective]`` per solution.
+
+    ``offset`` is the time spent before this solve (greedy, model, phase 1); CP-SAT's own clock
+    starts at zero. The class is built here because ortools is imported only when moccasin runs.
+    """
     class Incumbents(cp_model.CpSolverSolutionCallback):
         def __init__(self) -> None:
             super().__init__()
@@ -359,8 +379,3 @@ def _Incumbents(cp_model, offset: float, constant: float, scale: float):
             self.found.append([round(offset + self.wall_time, 4), constant + self.objective_value / scale])
 
     return Incumbents()
-
-
-def _schedule(grid: StageGrid, computes: list[StageCompute], info: dict[str, Any]) -> Schedule:
-    ops, reasons = stage_ops(grid, computes, rule=_RULE, because=_BECAUSE)
-    return Schedule.from_ops(ops, reasons, solver_info=info)
