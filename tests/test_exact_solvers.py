@@ -227,6 +227,25 @@ def test_milp_reports_gap_bound_and_incumbents():
     assert info["integer_variables"] < info["variables"]  # only R is integral
 
 
+def test_moccasin_reports_incumbents_and_gap():
+    graph = training_chain(6)
+    schedule = solve(graph, budget_between(graph, 0.3), "moccasin", time_limit=20, intervals=len(graph))
+    info = schedule.solver_info
+    assert info["status"] == "optimal" and info["gap"] == 0.0 and info["exact"]
+    assert info["lower_bound"] == pytest.approx(schedule.stats["cost"])
+    seconds = [when for when, _ in info["incumbents"]]
+    assert seconds == sorted(seconds) and info["incumbents"][-1][1] == pytest.approx(schedule.stats["cost"])
+
+
+def test_moccasin_phase1_proves_the_smallest_peak_with_one_interval():
+    """With one interval per node nothing can be recomputed: phase 1 proves checkpoint-all's peak is the least."""
+    graph = training_chain(5)
+    with pytest.raises(InfeasibleBudget) as info:
+        solve(graph, checkpoint_all_peak(graph) - 1, "moccasin", time_limit=10, intervals=1)
+    assert info.value.smallest_feasible == checkpoint_all_peak(graph)
+    assert "proved" in info.value.detail and "intervals" in info.value.detail
+
+
 @pytest.mark.parametrize("solver, options", [
     ("checkmate-milp", {"warm_start": "heuristic"}), ("checkmate-milp", {"mip_gap": -1.0}),
     ("checkmate-lp", {"rounding": "nearest"}), ("checkmate-lp", {"epsilon": 0.0}),
