@@ -1,0 +1,121 @@
+"""Schedule: the budget slider, solver choice, the metrics at the budget, and the Pareto curves."""
+
+
+import streamlit as st
+
+from explorer import state
+from explorer.cache import options_key, solve_outcome, sweep_status
+from explorer.frame import require_entry
+from explorer.widgets import (budget_scale, budget_slider, compare_picker, comparison_csv, estimate_metrics,
+                              option_widgets, outcome_message, percent, plain, schedule_download, schedule_metrics, sidebar_schedule,
+                              solver_picker, time_limit_input, typed_budget)
+from remat_core import get_solver
+from remat_core.budget import format_bytes
+from remat_core.summary import graph_summary
+from remat_core.viz import pareto_figure
+
+require_entry(draws_schedule_summary=True)
+
+st.title("Schedule")
+st.caption("Drag the memory budget: each solver finds a schedule that fits it, and the simulator measures what "
+           "it costs in recomputation.")
+
+graph = state.graph()
+summary = graph_summary(graph)
+scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)
+
+pick, compare = st.columns([1, 2])
+with pick:
+    solver_picker()
+with compare:
+    compare_picker()
+with st.expander("Solver options and time limit", icon=":material/settings:"):
+    for name in [state.solver(), *state.compared()]:
+        st.markdown(f"**{plain(name)}**")
+        option_widgets(name)
+    time_limit_input()
+
+
+def solver_settings(name: str) -> tuple[tuple, float | None]:
+    return options_key(state.options_of(name)), state.time_limit()
+
+
+@st.fragment
+def budget_and_results() -> None:
+    """The slider and everything that depends on the budget: reruns alone when the slider moves."""
+    slider_column, typed_column = st.columns([5, 1])
+    with slider_column:
+        budget = budget_slider(scale)
+    with typed_column:
+        typed_budget(summary.checkpoint_all_peak)
+    sidebar_schedule()
+    solvers = [state.solver(), *state.compared()]
+    primary = solvers[0]
+    options, limit = solver_settings(primary)
+    metrics_box = st.empty()
+    ready = sweep_status(graph, primary, options, limit, wait=0)
+    if ready.curve is not None and (point := ready.curve.fitting_point(budget)) is not None:
+        estimate_metrics(metrics_box.container(), point, budget)
+    outcome = solve_outcome(graph.content_hash, graph, primary, budget, options, limit)
+    with metrics_box.container():
+        if outcome.schedule is not None:
+            schedule_metrics(st, outcome.schedule, budget)
+        else:
+            outcome_message(outcome, primary, budget, ready.curve.smallest_feasible() if ready.curve else None,
+                            button_key="schedule_use_smallest")
+
+    outcomes = {name: solve_outcome(graph.content_hash, graph, name, budget, *solver_settings(name))
+                for name in solvers}
+    if len(solvers) > 1:
+        st.dataframe([comparison_row(name, outcomes[name]) for name in solvers], hide_index=True, width="stretch")
+
+    statuses = {name: sweep_status(graph, name, *solver_settings(name)) for name in solvers}
+    curves = [s.curve for s in statuses.values() if s.curve is not None]
+    for name, status in statuses.items():
+        if status.error:
+            st.error(f"The sweep of {plain(name)} failed: {plain(status.error)}")
+        elif status.curve is None:
+            st.progress(status.done / max(status.total, 1),
+                        text=f"Sweeping {plain(name)}: {status.done} of {status.total} budgets solved…")
+    if curves:
+        current = {name: o.schedule.stats["overhead"] if o.schedule is not None else None
+                   for name, o in outcomes.items()}
+        st.plotly_chart(pareto_figure(curves, lower_bound=summary.lower_bound,
+                                      checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget,
+                                      current=current), key="schedule_pareto")
+        st.caption("Each point is a solve at that budget, measured by the simulator; stars are the exact results at "
+                   "the current budget. Below the lower bound (shaded) no schedule fits.")
+    exports = st.columns([1, 1, 4])
+    with exports[0]:
+        if outcome.schedule is not None:
+            schedule_download(outcome.schedule, key="schedule_download")
+    with exports[1]:
+        if curves:
+            st.download_button("Comparison CSV", comparison_csv(curves), file_name=f"{graph.name}-pareto.csv",
+                               mime="text/csv", icon=":material/download:", on_click="ignore",
+                               key="schedule_csv")
+
+
+def comparison_row(name: str, outcome) -> dict:
+    if outcome.schedule is None:
+        status = "error" if outcome.error else "infeasible"
+        return {"solver": name, "status": status, "peak": None, "overhead": None, "recomputed": None,
+                "solve ms": None}
+    stats = outcome.schedule.stats
+    return {"solver": name, "status": "exact" if get_solver(name).exact else "heuristic",
+            "peak": format_bytes(stats["peak"]), "overhead": percent(stats["overhead"]),
+            "recomputed": stats["recomputed_nodes"], "solve ms": round(stats["solve_seconds"] * 1e3, 1)}
+
+
+budget_and_results()
+
+pending = [name for name in [state.solver(), *state.compared()]
+           if sweep_status(graph, name, *solver_settings(name), wait=0).curve is None
+           and not sweep_status(graph, name, *solver_settings(name), wait=0).error]
+if pending:
+    @st.fragment(run_every=1.0)
+    def wait_for_sweeps() -> None:
+        """Rerun the page once every pending sweep has finished."""
+        if all(sweep_status(graph, name, *solver_settings(name), wait=0).curve is not None for name in pending):
+            st.rerun()
+    wait_for_sweeps()

@@ -1,0 +1,188 @@
+"""Every page of the explorer through Streamlit's AppTest: renders, reacts, and survives bad input."""
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import models, state
+from explorer.pages import PAGES
+from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound
+from remat_core.budget import format_bytes
+from remat_core.generators import random_dag, training_chain
+from remat_core.views import MAX_DRAWN_NODES
+
+TIMEOUT = 60
+
+
+def app(page: str | None = None) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+    if page is not None:
+        at.switch_page(page).run()
+    return at
+
+
+def texts(at: AppTest) -> list[str]:
+    """Metric values and deltas, warnings and errors: what a user reads as the page's answer."""
+    return ([f"{m.label}={m.value}/{m.proto.delta}" for m in at.metric] + [w.value for w in at.warning]
+            + [e.value for e in at.error])
+
+
+def sidebar_text(at: AppTest) -> str:
+    """Every text in the sidebar, nested blocks (a fragment's writes) included."""
+    def walk(node) -> list[str]:
+        children = getattr(node, "children", None)
+        if children is None:
+            return [str(getattr(node, "value", ""))]
+        return [text for child in children.values() for text in walk(child)]
+    return " ".join(walk(at.sidebar))
+
+
+@pytest.mark.parametrize("page", [p.path for p in PAGES])
+def test_every_page_runs_on_the_default_model(page):
+    at = app(page)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.title[0].value == next(p.title for p in PAGES if p.path == page)
+    assert "training\\-chain\\-24" in sidebar_text(at)
+
+
+def test_moving_the_budget_slider_changes_the_metrics_and_the_sidebar():
+    at = app("pages/schedule.py")
+    slider = at.slider(key="w_budget")
+    first_budget = at.session_state[state.BUDGET]
+    shown = texts(at)
+    slider.set_value(slider.max).run()
+    assert not at.exception
+    top_budget = at.session_state[state.BUDGET]
+    assert top_budget > first_budget and texts(at) != shown
+    assert any(m.label.endswith("Peak memory") for m in at.metric)
+    assert format_bytes(top_budget) in sidebar_text(at)
+    at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
+    assert not at.exception and texts(at) != texts_at_top(at, top_budget)
+
+
+def texts_at_top(at: AppTest, budget: int) -> list[str]:
+    """The page's answer at ``budget``, from a fresh session (for comparison)."""
+    fresh = app()
+    fresh.session_state[state.BUDGET] = budget
+    fresh.switch_page("pages/schedule.py").run()
+    return texts(fresh)
+
+
+def test_the_slider_goes_from_under_the_lower_bound_to_over_the_peak():
+    at = app("pages/schedule.py")
+    slider = at.slider(key="w_budget")
+    graph = at.session_state[state.MODEL].graph
+    assert slider.min * 2**20 < memory_lower_bound(graph) and slider.max * 2**20 > checkpoint_all_peak(graph)
+
+
+def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
+    at = app("pages/schedule.py")
+    at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
+    assert at.warning and "infeasible" in at.warning[0].value
+    assert "smallest feasible" in at.warning[0].value or "No feasible budget" in at.warning[0].value
+
+
+@pytest.mark.parametrize("solver", [s.name for s in list_solvers()])
+def test_switching_solver_works(solver):
+    at = app("pages/schedule.py")
+    at.selectbox(key="w_solver").set_value(solver).run()
+    assert not at.exception, at.exception
+    assert at.session_state[state.SOLVER] == solver
+    assert solver.replace("-", "\\-") in sidebar_text(at)
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception and at.session_state[state.SOLVER] == solver
+
+
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.file_uploader(key="w_upload").set_value((name, data, "application/octet-stream")).run()
+    return at
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("broken.json", b"{not json", "not valid JSON"),
+    ("cycle.json", json.dumps({"format": "remat-graph", "version": 1, "nodes": [
+        {"id": "a", "mem": 1, "cost": 1}, {"id": "b", "mem": 1, "cost": 1}], "edges": [["a", "b"], ["b", "a"]]}
+    ).encode(), "cycle"),
+    ("model.pkl", b"\x80\x04K\x01.", "not read here"),
+    ("empty.json", b"{}", "unrecognised graph document"),
+])
+def test_a_bad_upload_shows_an_error_and_keeps_the_model(name, data, message):
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, name, data)
+    assert not at.exception
+    assert at.error and message in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
+    at.run()  # the message stays while the file does, and nothing is reloaded
+    assert at.error and at.session_state[state.MODEL] is before
+
+
+def test_a_file_over_the_size_limit_is_refused_before_parsing(monkeypatch):
+    monkeypatch.setattr(models, "MAX_UPLOAD_BYTES", 1024)
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, "big.json", json.dumps(training_chain(40).to_json()).encode())
+    assert at.error and "more than the 1 KiB" in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
+
+
+def test_a_good_upload_becomes_the_model_and_resets_the_budget():
+    at = app("pages/model.py")
+    graph = training_chain(7, mem=2**20, name="uploaded-chain")
+    upload(at, "mine.json", json.dumps(graph.to_json()).encode())
+    assert not at.exception and not at.error
+    model = at.session_state[state.MODEL]
+    assert model.graph.content_hash == graph.content_hash and model.origin == "uploaded: mine.json"
+    assert at.session_state[state.BUDGET] == state.default_budget(graph)
+    assert "uploaded\\-chain" in sidebar_text(at)
+
+
+def test_generating_a_graph_replaces_the_model():
+    at = app("pages/model.py")
+    at.radio(key="w_generated_family").set_value("Random DAG").run()
+    at.number_input(key="w_generated_nodes").set_value(40)
+    next(b for b in at.button if b.proto.label == "Use this graph").click().run()
+    assert not at.exception
+    assert at.session_state[state.MODEL].graph.name.startswith("random-dag-40")
+    assert "random\\-dag\\-40" in sidebar_text(at)
+
+
+def test_the_graph_page_refuses_to_draw_a_huge_graph_and_shows_a_smaller_view():
+    at = app()
+    at.session_state[state.MODEL] = state.Model(random_dag(MAX_DRAWN_NODES + 10, edge_probability=0.0005), "test")
+    at.switch_page("pages/graph.py").run()
+    assert not at.exception
+    assert at.error and "too many to draw" in at.error[0].value
+    assert at.get("iframe")
+
+
+def test_the_graph_page_finds_a_node_and_draws_its_neighbourhood():
+    at = app("pages/graph.py")
+    at.segmented_control(key="w_graph_level").set_value("neighbourhood").run()
+    at.selectbox(key="w_graph_find").set_value("f10").run()
+    assert not at.exception and not at.error
+    assert at.get("iframe")
+
+
+def test_the_timeline_page_shows_what_is_resident_at_a_step():
+    at = app()
+    at.session_state[state.BUDGET] = 10**12
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception
+    frames = json.loads(at.get("plotly_chart")[0].proto.spec)["frames"]
+    assert frames
+    at.number_input(key="w_timeline_step").set_value(0).run()
+    assert not at.exception
+    resident = at.dataframe[0].value
+    assert len(resident) == 2  # the pinned input and the first activation
+
+
+def test_the_learn_page_steps_forward():
+    at = app("pages/learn.py")
+    first = at.session_state["w_learn_step"]
+    next_button = next(b for b in at.button if "Next" in b.proto.label)
+    next_button.click().run()
+    assert not at.exception and at.session_state["w_learn_step"] == first + 1
