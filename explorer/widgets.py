@@ -79,10 +79,10 @@ def budget_scale(lower_bound: int, peak: int) -> BudgetScale:
     """A slider from a little under the lower bound to a little over the checkpoint-all peak."""
     span = max(peak - lower_bound, peak * 0.1, 1)
     unit = unit_for(peak)
-    step = _nice_step(span / unit.size / SLIDER_STEPS)
+    step = float(_nice_step(span / unit.size / SLIDER_STEPS))
     low = max(0.0, math.floor((lower_bound - 0.04 * span) / unit.size / step) * step)
     high = math.ceil((peak + 0.06 * span) / unit.size / step) * step
-    return BudgetScale(unit, round(low, 12), round(high, 12), step, lower_bound, peak)
+    return BudgetScale(unit, float(round(low, 12)), float(round(high, 12)), step, lower_bound, peak)
 
 
 def _budget_changed(key: str, scale: BudgetScale) -> None:

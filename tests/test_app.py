@@ -3,10 +3,13 @@
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from explorer import models, state
 from explorer.pages import PAGES
+from explorer.widgets import budget_scale
 from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound
 from remat_core.budget import format_bytes
 from remat_core.generators import random_dag, training_chain
@@ -186,3 +189,16 @@ def test_the_learn_page_steps_forward():
     next_button = next(b for b in at.button if "Next" in b.proto.label)
     next_button.click().run()
     assert not at.exception and at.session_state["w_learn_step"] == first + 1
+
+
+@given(st.integers(0, 2**44), st.integers(0, 2**44))
+def test_budget_scale_brackets_the_marks_with_float_steps(a, b):
+    lower, peak = min(a, b), max(a, b)
+    scale = budget_scale(lower, peak)
+    assert all(isinstance(v, float) for v in (scale.low, scale.high, scale.step))
+    assert scale.low * scale.unit.size <= lower and scale.high * scale.unit.size >= peak
+    assert scale.low < scale.high
+    for nbytes in (lower, peak, (lower + peak) // 2):
+        shown = scale.to_units(nbytes)
+        assert scale.low <= shown <= scale.high
+        assert scale.to_bytes(shown) >= min(nbytes, scale.to_bytes(scale.high)) - 1
