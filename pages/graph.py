@@ -23,7 +23,7 @@ graph = state.graph()
 summary = graph_summary(graph)
 too_big = len(graph) > MAX_DRAWN_NODES
 
-controls = st.columns([2, 2, 1, 1])
+controls = st.columns([3, 2, 1, 1])
 with controls[0]:
     default_level = "op" if not too_big else ("module" if summary.has_modules else "neighbourhood")
     level = st.segmented_control("View", list(LEVELS), default=default_level, format_func=LEVELS.get,
