@@ -1,0 +1,181 @@
+"""Command line: ``python -m remat_core <command> ...``.
+
+Exit codes: 0 success; 1 invalid schedule (the message names the step); 2 bad input (bad file,
+bad graph, bad budget text, unknown solver: a message on stderr, no traceback unless ``--debug``);
+3 infeasible budget (the message gives the budget asked and the smallest known feasible one).
+
+Each command is a pair: ``add_<name>_parser(subparsers)`` declares it and ``cmd_<name>(args)``
+runs it and returns the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+from .budget import parse_budget
+from .errors import InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
+from .graph import ComputeGraph
+from .io import load_graph, load_schedule, save_schedule
+from .simulate import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound, simulate
+from .solvers import DEFAULT_SOLVER, list_solvers, solve
+
+EXIT_OK, EXIT_INVALID_SCHEDULE, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
+
+
+def _print_json(doc: Any, compact: bool = False) -> None:
+    sys.stdout.write(json.dumps(doc, indent=None if compact else 2) + "\n")
+
+
+def _budget_arg(text: str, graph: ComputeGraph) -> int:
+    return parse_budget(text, checkpoint_all_peak(graph))
+
+
+def _option_args(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["steps=4", "exact=true"]`` -> ``{"steps": 4, "exact": True}`` (values read as JSON, else text)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise SolverOptionError(f"--option takes NAME=VALUE, got {pair!r}")
+        try:
+            options[name] = json.loads(text)
+        except json.JSONDecodeError:
+            options[name] = text
+    return options
+
+
+# -- solve ------------------------------------------------------------------------------------------
+
+def add_solve_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solve", help="find a schedule within a memory budget and print it as JSON")
+    p.add_argument("graph", help="graph file (remat-graph JSON or Checkmate node-link JSON)")
+    p.add_argument("--budget", "-b", required=True,
+                   help="bytes (123456), with a unit (512MiB, 1.5GB) or a percent of the checkpoint-all peak (70%%)")
+    p.add_argument("--solver", "-s", default=DEFAULT_SOLVER, help=f"solver name (default {DEFAULT_SOLVER}); "
+                                                                  f"see the 'solvers' command")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a solver option (repeatable)")
+    p.add_argument("-o", "--output", help="write the schedule here instead of printing it")
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    budget = _budget_arg(args.budget, graph)
+    schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **_option_args(args.option))
+    if args.output:
+        save_schedule(schedule, args.output)
+        stats = schedule.stats
+        sys.stderr.write(f"wrote {args.output}: {len(schedule)} ops, peak {stats['peak']:,} bytes, "
+                         f"cost {stats['cost']:.6g} ({stats['overhead']:+.1%} over checkpoint-all)\n")
+    else:
+        _print_json(schedule.to_json(), compact=True)
+    return EXIT_OK
+
+
+# -- simulate ---------------------------------------------------------------------------------------
+
+def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="check a schedule against a graph and measure its peak and cost")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("schedule", help="remat-schedule JSON file")
+    p.add_argument("--budget", "-b", default=None, help="also fail if memory ever exceeds this budget")
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    schedule = load_schedule(args.schedule)
+    budget = _budget_arg(args.budget, graph) if args.budget is not None else None
+    try:
+        result = simulate(graph, schedule, budget=budget)
+    except InvalidSchedule as e:
+        _print_json({"valid": False, "step": e.step, "op": list(e.op) if e.op else None, "reason": e.reason})
+        raise
+    report = result.summary()
+    if schedule.budget is not None:
+        report["budget"] = schedule.budget
+        report["within_budget"] = result.peak <= schedule.budget
+    _print_json(report)
+    return EXIT_OK
+
+
+# -- info -------------------------------------------------------------------------------------------
+
+def add_info_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="sizes of a graph: nodes, edges, pinned bytes, checkpoint-all peak, lower bound")
+    p.add_argument("graph", help="graph file")
+
+
+def graph_info(graph: ComputeGraph) -> dict[str, Any]:
+    """The summary the ``info`` command prints."""
+    return {"name": graph.name, "nodes": len(graph), "edges": len(graph.edges), "outputs": len(graph.outputs),
+            "pinned_nodes": sum(graph.pinned), "pinned_bytes": graph.pinned_bytes,
+            "checkpoint_all_peak": checkpoint_all_peak(graph), "lower_bound": memory_lower_bound(graph),
+            "checkpoint_all_cost": checkpoint_all_cost(graph),
+            "kinds": dict(Counter(n.kind for n in graph.nodes)), "content_hash": graph.content_hash}
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    _print_json(graph_info(load_graph(args.graph)))
+    return EXIT_OK
+
+
+# -- solvers ----------------------------------------------------------------------------------------
+
+def add_solvers_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solvers", help="list the solvers")
+    p.add_argument("--json", action="store_true", help="print the registry as JSON (with each solver's options)")
+
+
+def cmd_solvers(args: argparse.Namespace) -> int:
+    specs = list_solvers()
+    if args.json:
+        _print_json([s.describe() for s in specs])
+        return EXIT_OK
+    width = max(len(s.name) for s in specs)
+    for s in specs:
+        sys.stdout.write(f"{s.name:<{width}}  {'exact    ' if s.exact else 'heuristic'}  {s.description}\n")
+    return EXIT_OK
+
+
+# -- entry point ------------------------------------------------------------------------------------
+
+COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]]] = {
+    "solve": (add_solve_parser, cmd_solve),
+    "simulate": (add_simulate_parser, cmd_simulate),
+    "info": (add_info_parser, cmd_info),
+    "solvers": (add_solvers_parser, cmd_solvers),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m remat_core",
+                                     description="Remat Explorer: tensor rematerialization schedules for training graphs.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_parser, _ in COMMANDS.values():
+        add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command][1](args)
+    except InvalidSchedule as e:
+        return _fail(args, e, EXIT_INVALID_SCHEDULE)
+    except InfeasibleBudget as e:
+        return _fail(args, e, EXIT_INFEASIBLE)
+    except (RematError, OSError) as e:
+        return _fail(args, e, EXIT_BAD_INPUT)
+
+
+def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:
+    if args.debug:
+        raise error
+    sys.stderr.write(f"error: {error}\n")
+    return code

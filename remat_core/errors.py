@@ -1,0 +1,87 @@
+"""One exception tree for the whole package.
+
+Every error a user can cause derives from :class:`RematError`, and its message says what was wrong
+and what would work. The CLI maps them to exit codes: :class:`InvalidSchedule` -> 1,
+:class:`InfeasibleBudget` -> 3, every other :class:`RematError` -> 2.
+"""
+
+from __future__ import annotations
+
+
+class RematError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class GraphError(RematError, ValueError):
+    """A graph (or graph file) that cannot be used: malformed JSON, a cycle, a bad node..."""
+
+
+class ScheduleFormatError(RematError, ValueError):
+    """A schedule file that is not a readable ``remat-schedule`` document."""
+
+
+class BudgetError(RematError, ValueError):
+    """A memory budget that cannot be understood (bad text, negative, unknown unit)."""
+
+
+class UnknownSolver(RematError, KeyError):
+    """A solver name that is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class SolverOptionError(RematError, ValueError):
+    """A solver option that the solver does not declare, or a value outside its range."""
+
+
+class InvalidSchedule(RematError):
+    """A schedule that breaks a simulator rule.
+
+    Parameters
+    ----------
+    step : int
+        Index of the offending op (``len(ops)`` for a rule checked at the end).
+    op : tuple or None
+        The offending ``(action, node)`` pair, None for an end-of-schedule rule.
+    reason : str
+        What was wrong.
+    """
+
+    def __init__(self, step: int, op: tuple[str, str] | None, reason: str):
+        self.step = step
+        self.op = op
+        self.reason = reason
+        where = f"step {step} {list(op)}" if op is not None else f"end of schedule (after step {step - 1})"
+        super().__init__(f"invalid schedule at {where}: {reason}")
+
+
+class InfeasibleBudget(RematError):
+    """No schedule the solver can build fits the budget.
+
+    Parameters
+    ----------
+    budget : int
+        The budget asked for, in bytes.
+    smallest_feasible : int or None
+        The smallest budget the solver knows to be feasible, if it knows one.
+    solver : str
+        The solver that gave up.
+    detail : str
+        Extra explanation (for example: below the graph's lower bound).
+    """
+
+    def __init__(self, budget: int, smallest_feasible: int | None = None, solver: str = "", detail: str = ""):
+        self.budget = budget
+        self.smallest_feasible = smallest_feasible
+        self.solver = solver
+        self.detail = detail
+        who = f"solver '{solver}'" if solver else "the solver"
+        msg = f"budget {budget:,} bytes is infeasible for {who}"
+        if detail:
+            msg += f" ({detail})"
+        if smallest_feasible is not None:
+            msg += f"; smallest known feasible budget: {smallest_feasible:,} bytes"
+        else:
+            msg += "; no feasible budget is known"
+        super().__init__(msg)

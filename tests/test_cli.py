@@ -1,0 +1,131 @@
+"""The command line, through a subprocess: output, files and exit codes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from remat_core import checkpoint_all_peak, memory_lower_bound, save_graph
+from remat_core.generators import training_chain
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "remat_core", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def graph_file(tmp_path):
+    g = training_chain(6, mem=1000)
+    path = tmp_path / "chain.json"
+    save_graph(g, path)
+    return g, path
+
+
+def test_info(graph_file):
+    g, path = graph_file
+    out = run("info", path)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["nodes"] == len(g) and info["edges"] == len(g.edges)
+    assert info["pinned_bytes"] == 1000
+    assert info["checkpoint_all_peak"] == checkpoint_all_peak(g)
+    assert info["lower_bound"] == memory_lower_bound(g)
+
+
+def test_solve_prints_a_schedule_and_simulate_checks_it(graph_file, tmp_path):
+    g, path = graph_file
+    out = run("solve", path, "--budget", "100%")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["format"] == "remat-schedule" and doc["budget"] == checkpoint_all_peak(g)
+    assert doc["stats"]["peak"] == checkpoint_all_peak(g)
+    sched = tmp_path / "s.json"
+    sched.write_text(out.stdout)
+    sim = run("simulate", path, sched)
+    assert sim.returncode == 0, sim.stderr
+    report = json.loads(sim.stdout)
+    assert report["valid"] is True and report["peak"] == doc["stats"]["peak"]
+    assert report["computes"] == doc["stats"]["computes"] and report["recomputes"] == 0
+    assert report["cost"] == doc["stats"]["cost"]
+
+
+def test_solve_writes_output_file(graph_file, tmp_path):
+    _, path = graph_file
+    target = tmp_path / "out.json"
+    out = run("solve", path, "-b", "1MiB", "--solver", "checkpoint-all", "-o", target)
+    assert out.returncode == 0 and out.stdout == ""
+    assert json.loads(target.read_text())["budget"] == 2**20
+    assert "wrote" in out.stderr
+
+
+def test_invalid_schedule_exit_1_names_the_step(graph_file, tmp_path):
+    _, path = graph_file
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "remat-schedule", "version": 1, "ops": [["compute", "f1"],
+                                                                               ["compute", "f3"]]}))
+    out = run("simulate", path, bad)
+    assert out.returncode == 1
+    assert "step 1" in out.stderr and "f2" in out.stderr and "Traceback" not in out.stderr
+    report = json.loads(out.stdout)
+    assert report["valid"] is False and report["step"] == 1 and report["op"] == ["compute", "f3"]
+    assert "'f2'" in report["reason"]
+
+
+def test_simulate_with_budget(graph_file, tmp_path):
+    g, path = graph_file
+    sched = tmp_path / "s.json"
+    run("solve", path, "-b", "100%", "-o", sched)
+    assert run("simulate", path, sched, "--budget", "100%").returncode == 0
+    out = run("simulate", path, sched, "--budget", "50%")
+    assert out.returncode == 1 and "exceeds the budget" in out.stderr
+
+
+def test_infeasible_budget_exit_3(graph_file):
+    g, path = graph_file
+    out = run("solve", path, "--budget", "50%")
+    assert out.returncode == 3
+    assert f"{checkpoint_all_peak(g) // 2:,}" in out.stderr and f"{checkpoint_all_peak(g):,}" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["solve", "{graph}", "--budget", "lots"], "cannot read budget"),
+    (["solve", "{graph}", "--budget", "1GiB", "--solver", "magic"], "unknown solver 'magic'"),
+    (["solve", "{graph}", "--budget", "1GiB", "--option", "x=1"], "has no option 'x'"),
+    (["solve", "{missing}", "--budget", "1GiB"], "graph file not found"),
+    (["info", "{broken}"], "not valid JSON"),
+    (["simulate", "{graph}", "{missing}"], "schedule file not found"),
+])
+def test_bad_input_exit_2(graph_file, tmp_path, args, message):
+    _, path = graph_file
+    broken = tmp_path / "broken.json"
+    broken.write_text("{oops")
+    names = {"graph": path, "missing": tmp_path / "missing.json", "broken": broken}
+    out = run(*[a.format(**names) for a in args])
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_debug_shows_traceback(graph_file):
+    _, path = graph_file
+    out = run("--debug", "solve", path, "--budget", "lots")
+    assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+def test_solvers_listing():
+    out = run("solvers")
+    assert out.returncode == 0 and "checkpoint-all" in out.stdout
+    listing = json.loads(run("solvers", "--json").stdout)
+    assert listing[0]["name"] == "checkpoint-all"
+
+
+def test_node_link_graph_through_the_cli(tmp_path):
+    doc = {"directed": True, "multigraph": False, "graph": {},
+           "nodes": [{"id": i, "name": f"n{i}", "cost_cpu": 1, "cost_ram": 10, "backward": i > 1} for i in range(4)],
+           "links": [{"source": i, "target": i + 1} for i in range(3)]}
+    path = tmp_path / "nl.json"
+    path.write_text(json.dumps(doc))
+    info = json.loads(run("info", path).stdout)
+    assert info["nodes"] == 4 and info["pinned_bytes"] == 0 and info["checkpoint_all_peak"] == 20
