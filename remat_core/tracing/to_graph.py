@@ -61,7 +61,12 @@ class FxBinding:
     Attributes
     ----------
     graph_module : torch.fx.GraphModule
-        The joint graph (also ``graph.attachments["fx"]``).
+        The joint graph (also ``graph.attachments["fx"]``), called as ``graph_module(primals,
+        tangents)``: two lists in placeholder order, ``primals_*`` (parameters, buffers, inputs,
+        loss targets: see each placeholder's ``meta["desc"]``) and ``tangents_*`` (the gradient
+        seed, ``ones_like(loss)``). It returns ``(forward_outputs, gradients)``: buffer updates and
+        the loss, then one gradient per input (None for buffers, inputs and untrained parameters),
+        in the order ``graph_module.graph.output_node().meta["desc"]`` describes them.
     producer : mapping of str to str
         Graph node id -> the FX node whose value it is: a placeholder for pinned nodes and the
         gradient seed, the ``getitem`` for one output of a multi-output op, the op itself otherwise.
