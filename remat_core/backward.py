@@ -8,8 +8,8 @@ Trainable tensors are the pinned nodes of kind ``param`` (or the ``trainable`` i
 1. **Loss.** If the graph's only output is a ``loss`` node, it is the loss. Otherwise a ``loss``
    node is added that reads every output (a scalar: :data:`LOSS_BYTES` bytes, cost 0: a reduction,
    negligible next to the model).
-2. **Gradient nodes.** For each forward node ``v`` (the loss included) with an input that requires
-   grad, in reverse topological order, a ``backward`` node ``v:grad`` holds the gradients with
+2. **Gradient nodes.** For each forward node ``v`` the loss depends on (the loss included) with an
+   input that requires grad, in reverse topological order, a ``backward`` node ``v:grad`` holds the gradients with
    respect to v's non-pinned inputs that require grad (``mem`` = their bytes). It reads
 
    - the gradients of v's output: ``c:grad`` for every consumer ``c`` of v (their sum is v's
@@ -124,6 +124,7 @@ class _BackwardBuilder:
         self.forward_readers: dict[str, list[str]] = {n.id: list(graph.succs(n.id)) for n in graph.nodes}
         self.grad_of: dict[str, str] = {}
         self.links_of: dict[str, list[str]] = {p: [] for p in trainable}
+        self.outputs: list[str] = []  # the finished chains, in the order backward completes them
 
     def build(self) -> ComputeGraph:
         order = list(self.graph.topological_order())
@@ -131,14 +132,15 @@ class _BackwardBuilder:
         if loss not in self.graph.index:
             order.append(loss)
         requires = self._requires_grad(order)
+        self.feeds_loss = self._ancestors(loss)
         for v in reversed(order):
-            if not self.by_id[v].pinned and any(requires[u] for u in self.preds[v]):
+            if v in self.feeds_loss and not self.by_id[v].pinned and any(requires[u] for u in self.preds[v]):
                 self._gradient_of(v, requires)
-        outputs = [links[-1] for links in self.links_of.values() if links]
-        if not outputs:
+        if not self.outputs:
             raise GraphError(f"graph '{self.graph.name}': the loss depends on no trainable parameter")
         edges = [(u, v) for v, us in self.preds.items() for u in us]
-        return ComputeGraph(self.nodes, edges, outputs, name=self.graph.name, attachments=self.graph.attachments)
+        return ComputeGraph(self.nodes, edges, self.outputs, name=self.graph.name,
+                            attachments=self.graph.attachments)
 
     def _loss(self) -> str:
         outputs = self.graph.outputs
@@ -151,6 +153,17 @@ class _BackwardBuilder:
             self.forward_readers[output].append(loss)
         self.forward_readers[loss] = []
         return loss
+
+    def _ancestors(self, loss: str) -> set[str]:
+        """The loss and every node it depends on: only they receive gradients."""
+        seen = {loss}
+        stack = [loss]
+        while stack:
+            for u in self.preds[stack.pop()]:
+                if u not in seen:
+                    seen.add(u)
+                    stack.append(u)
+        return seen
 
     def _requires_grad(self, order: list[str]) -> dict[str, bool]:
         requires: dict[str, bool] = {}
@@ -180,12 +193,14 @@ class _BackwardBuilder:
         """The next link of p's gradient chain; the last one (all readers done) is ``p:grad``."""
         param = self.by_id[p]
         links = self.links_of[p]
-        readers = sum(1 for c in self.forward_readers[p] if not self.by_id[c].pinned)
-        base = f"{p}:grad" if len(links) + 1 == readers else f"{p}:grad#{len(links) + 1}"
-        link = self._fresh(base)
+        readers = sum(1 for c in self.forward_readers[p] if c in self.feeds_loss)
+        last = len(links) + 1 == readers
+        link = self._fresh(f"{p}:grad" if last else f"{p}:grad#{len(links) + 1}")
         self._add(Node(link, param.mem, cost, "backward", op="gradient", shape=param.shape, dtype=param.dtype,
                        module=param.module, label=f"grad {param.display_name}"), reads + links[-1:])
         links.append(link)
+        if last:
+            self.outputs.append(link)
 
     def _fresh(self, base: str) -> str:
         candidate = base

@@ -14,6 +14,7 @@ The input shapes are the ones the program was exported with.
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -54,7 +55,7 @@ def load_pt2(path: str | Path, *, loss: LossSetup | Callable[..., torch.Tensor] 
         raise TraceError(str(path), "file not found", hint="give the path of a .pt2 file saved by torch.export.save")
     try:
         program = torch.export.load(path)
-    except (RuntimeError, ValueError, KeyError, OSError) as error:
+    except (RuntimeError, ValueError, KeyError, OSError, zipfile.BadZipFile) as error:
         raise TraceError(str(path), f"not a loadable torch.export program ({type(error).__name__}: {error})",
                          hint="save it with torch.export.save(torch.export.export(model, example_inputs), path) "
                               "using the same torch version") from error

@@ -13,8 +13,7 @@ from typing import Any, Mapping
 
 from .errors import TraceError
 from .graph import ComputeGraph
-from .losses import LossSetup
-from .tracing.capture import TRACING_FAILURES
+from .tracing import TRACING_FAILURES
 
 FACTORY_FAILURES = TRACING_FAILURES + (AttributeError, KeyError, NameError, OSError)
 """What a broken factory raises when called: the tracer's failure kinds plus lookup and I/O errors."""
@@ -114,6 +113,8 @@ def load_factory(spec: str, batch_size: int | None = None, options: Mapping[str,
         factory that fails, or a result of the wrong shape.
     """
     from torch import nn
+
+    from .losses import LossSetup
 
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:

@@ -37,6 +37,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..errors import TraceError
 from ..losses import SUM_OF_OUTPUTS, LossSetup
+from . import TRACING_FAILURES
 
 LOSS_MODULE = "<loss>"
 """Module path given to the ops of the loss function (outside the model's own modules)."""
@@ -50,13 +51,6 @@ ModelRunner = Callable[[nn.Module, Sequence[torch.Tensor]], Any]
 
 MODEL_PREFIX = "model."
 """The traced step holds the user's model as its ``model`` submodule; descriptor names carry this prefix."""
-
-TRACING_FAILURES = (RuntimeError, NotImplementedError, TypeError, ValueError, AssertionError, IndexError)
-"""What a model that cannot be traced raises: FakeTensor and symbolic-shape errors (RuntimeError
-subclasses: data-dependent control flow, ops without a meta kernel), and the ordinary errors of a
-model run on inputs it does not accept (wrong shapes, wrong types). Anything else is a bug and is
-not translated."""
-
 
 @dataclass(frozen=True)
 class JointGraph:
