@@ -140,6 +140,12 @@ def _trace_impl(module: nn.Module, example_inputs: Sequence[torch.Tensor] | torc
     if isinstance(measure_repeats, bool) or not isinstance(measure_repeats, int) or measure_repeats < 1:
         raise TraceError(source, f"measure_repeats must be a positive integer, got {measure_repeats!r}")
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    if any(t.is_meta for t in [*module.parameters(), *module.buffers()]
+           if isinstance(t, torch.Tensor)) or any(isinstance(t, torch.Tensor) and t.is_meta for t in inputs):
+        raise TraceError(source, "the model or its inputs are on the meta device, where some autograd formulas "
+                                 "(cross-entropy's) are missing",
+                         hint="build it on the CPU: the trace runs on FakeTensors anyway, with no real memory or "
+                              "compute")
     if loss is not None and not isinstance(loss, LossSetup):
         if not callable(loss):
             raise TraceError(source, f"loss must be a LossSetup, a callable or None, got {type(loss).__name__}")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
+from pathlib import Path
+
+import jsonschema
 
 import pytest
 import torch
@@ -11,7 +15,7 @@ from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.flop_counter import FlopCounterMode
 
-from remat_core import checkpoint_all_peak, simulate, solve
+from remat_core import ComputeGraph, checkpoint_all_peak, simulate, solve
 from remat_core.cost_models import FLOPS_PER_BYTE
 from remat_core.errors import TraceError
 from remat_core.losses import LossSetup
@@ -318,6 +322,15 @@ def test_module_level_groups_partition_the_op_graph():
     assert 0.75 <= checkpoint_all_peak(module) / checkpoint_all_peak(op) <= 1.25
 
 
+def test_traced_graphs_match_the_file_schema_and_round_trip():
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "remat-graph.schema.json").read_text())
+    for level in ("op", "module"):
+        graph = trace(small_cnn, level=level)
+        jsonschema.validate(graph.to_json(), schema)
+        again = ComputeGraph.from_json(json.loads(json.dumps(graph.to_json())))
+        assert again.content_hash == graph.content_hash and not again.attachments
+
+
 def test_module_level_has_one_node_per_module_call_and_pass():
     graph = trace(mlp, level="module")
     assert [n.id for n in graph.nodes if n.kind == "forward"] == ["0:fwd", "1:fwd", "2:fwd"]
@@ -381,6 +394,7 @@ def test_an_op_with_data_dependent_shape_is_named():
     (lambda: trace_training_graph(nn.Linear(4, 2).requires_grad_(False), torch.randn(2, 4)),
      "does not depend on any trainable parameter"),
     (lambda: trace_training_graph(lambda x: x, torch.randn(2)), "expected a torch.nn.Module"),
+    (lambda: trace_training_graph(nn.Linear(4, 2, device="meta"), torch.randn(2, 4)), "build it on the CPU"),
     (lambda: trace_training_graph(nn.Linear(4, 2), torch.randn(2, 4), loss=LossSetup("l1", torch.nn.functional.l1_loss,
                                                                                       (torch.randn(2, 2),)),
                                   measure_repeats=0), "measure_repeats must be a positive integer"),

@@ -77,7 +77,7 @@ def build_model(name: str, batch_size: int | None = None, *, seed: int = DEFAULT
         Seeds the weights, inputs and targets.
     device : str or torch.device
         Where the weights and inputs live. ``"meta"`` builds shapes only, without memory or
-        initialisation work: enough to count parameters or to trace.
+        initialisation work: enough to count parameters (tracing needs CPU tensors).
     **options
         Any other option the model declares (``image_size``, ``seq_len``, ``depth``, ``width``).
 
