@@ -1,4 +1,4 @@
-"""Import an ONNX model as a forward graph (turn it into a training graph with :func:`~remat_core.backward.with_backward`).
+"""Import an ONNX model as a forward graph; :func:`~remat_core.backward.with_backward` makes it a training graph.
 
 An ONNX file describes inference: no backward pass, often a symbolic batch dimension. The import
 

@@ -49,8 +49,8 @@ def trace_source(model: str | None = None, *, factory: str | None = None, batch_
     """
     options = dict(options or {})
     if (model is None) == (factory is None):
-        raise TraceError(model or factory or "nothing", "give exactly one of a MODEL and --model PACKAGE.MODULE:FACTORY",
-                         hint=_what_works())
+        raise TraceError(model or factory or "nothing",
+                         "give exactly one of a MODEL and --model PACKAGE.MODULE:FACTORY", hint=_what_works())
     if factory is not None:
         return _trace_factory(factory, batch_size, level, cost, options)
     suffix = Path(model).suffix.lower()

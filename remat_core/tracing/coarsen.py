@@ -70,9 +70,11 @@ def coarsen_by_module(graph: ComputeGraph) -> ComputeGraph:
     -------
     ComputeGraph
         Node ids ``<module>:<pass>`` (``layer1.0.conv1:fwd``, ``layer1.0.conv1:bwd``,
-        ``layer1.0.bn1:saved``, ``layer1.0.conv1:grads``, ``<loss>:loss``, ``layer1.0.conv1:params``), with ``#n`` for a module's n-th group of that pass. The op is
-        the module's class name when known. Attachments: the input graph's, plus ``"groups"``
-        (node id -> op-level ids) and ``"op_graph"`` (the input graph).
+        ``layer1.0.bn1:saved``, ``layer1.0.conv1:grads``, ``<loss>:loss``, ``layer1.0.conv1:params``),
+        with ``#n`` for the n-th node of a module and pass (a module called more than once, or a
+        call the acyclicity rule split). The op is the module's class name when known.
+        Attachments: the input graph's, plus ``"groups"`` (node id -> op-level ids) and
+        ``"op_graph"`` (the input graph).
     """
     binding = graph.attachments.get("fx_binding")
     calls = binding.module_calls if binding is not None else {}

@@ -284,17 +284,21 @@ class _GraphBuilder:
             self._element(node, value)
         elif isinstance(value, (tuple, list)):
             self._multi_output(node, value)
-        elif isinstance(value, torch.Tensor):
-            ref = StorageWeakRef(value.untyped_storage())
-            if ref in self.owner:
-                self.storage[node.name] = (self.owner[ref],)
-                return
-            self.owner[ref] = node.name
-            self.storage[node.name] = (node.name,)
+        elif isinstance(value, torch.Tensor) and self._claims_storage(node, value):
             self._add(self._op_draft(node, node.name, _storage_bytes(value), self._cost_of(node), value,
                                      _op_label(node), self._reads(node)), node.name)
-        else:
+        elif not isinstance(value, torch.Tensor):
             self.storage[node.name] = ()
+
+    def _claims_storage(self, node: fx.Node, value: torch.Tensor) -> bool:
+        """True if the value allocates a new storage (node owns it); a view maps to its base's owner."""
+        ref = StorageWeakRef(value.untyped_storage())
+        if ref in self.owner:
+            self.storage[node.name] = (self.owner[ref],)
+            return False
+        self.owner[ref] = node.name
+        self.storage[node.name] = (node.name,)
+        return True
 
     def _multi_output(self, node: fx.Node, value: tuple | list) -> None:
         """Record how the op's cost splits among the outputs its ``getitem`` users will own."""
@@ -316,12 +320,8 @@ class _GraphBuilder:
         if not isinstance(value, torch.Tensor):
             self.storage[node.name] = ()
             return
-        ref = StorageWeakRef(value.untyped_storage())
-        if ref in self.owner:
-            self.storage[node.name] = (self.owner[ref],)
+        if not self._claims_storage(node, value):
             return
-        self.owner[ref] = node.name
-        self.storage[node.name] = (node.name,)
         self.storage[base.name] = self.storage[base.name] + (node.name,)
         share = self.element_share.get(base.name, {}).get(index, 0.0)
         self._add(self._op_draft(base, node.name, _storage_bytes(value), share, value,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 
 from ..losses import LossSetup, cross_entropy
+from ._spec import ModelSpec, batch_option, image_size_option
 
 IMAGENET_CLASSES = 1000
 
@@ -35,3 +38,18 @@ def init_conv_net(module: nn.Module) -> None:
         elif isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, 0.0, 0.01)
             nn.init.zeros_(m.bias)
+
+
+IMAGENET_BATCH = 32
+
+
+def imagenet_classifier(name: str, description: str, model: type[nn.Module] | Callable[[], nn.Module],
+                        reference_params: int, reference: str, minimum_size: int = 32) -> ModelSpec:
+    """The spec of a 224x224 ImageNet classifier: options ``batch_size`` and ``image_size``,
+    random images and labels, cross-entropy."""
+    def build(generator: torch.Generator, batch_size: int, image_size: int):
+        inputs, loss = image_classification_inputs(generator, batch_size, image_size)
+        return model(), inputs, loss
+
+    return ModelSpec(name, description, build, (batch_option(IMAGENET_BATCH), image_size_option(minimum=minimum_size)),
+                     reference_params=reference_params, reference=reference)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import IMAGENET_CLASSES, image_classification_inputs, init_conv_net
-from ._spec import ModelSpec, batch_option, image_size_option
+from ._common import IMAGENET_CLASSES, imagenet_classifier, init_conv_net
 
 DENSENET121_BLOCKS = (6, 12, 24, 16)
 
@@ -81,14 +80,7 @@ class DenseNet(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
-def build_densenet121(generator: torch.Generator, batch_size: int, image_size: int):
-    inputs, loss = image_classification_inputs(generator, batch_size, image_size)
-    return DenseNet(), inputs, loss
-
-
 MODELS = (
-    ModelSpec("densenet121", "DenseNet-121 (growth 32), 224x224 ImageNet classifier", build_densenet121,
-              (batch_option(32), image_size_option()),
-              reference_params=7_978_856,
-              reference="Huang et al. 2017, Table 1 (torchvision densenet121: 7,978,856)"),
+    imagenet_classifier("densenet121", "DenseNet-121 (growth 32), 224x224 ImageNet classifier", DenseNet,
+                        7_978_856, "Huang et al. 2017, Table 1 (torchvision densenet121: 7,978,856)"),
 )

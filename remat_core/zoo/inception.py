@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import IMAGENET_CLASSES, image_classification_inputs, init_conv_net
-from ._spec import ModelSpec, batch_option, image_size_option
+from ._common import IMAGENET_CLASSES, imagenet_classifier, init_conv_net
 
 
 class BasicConv2d(nn.Sequential):
@@ -80,15 +79,9 @@ class GoogLeNet(nn.Module):
         return self.fc(self.dropout(torch.flatten(self.avgpool(x), 1)))
 
 
-def build_inception(generator: torch.Generator, batch_size: int, image_size: int):
-    inputs, loss = image_classification_inputs(generator, batch_size, image_size)
-    return GoogLeNet(), inputs, loss
-
-
 MODELS = (
-    ModelSpec("inception", "GoogLeNet (Inception-v1, batch-norm variant), 224x224 ImageNet classifier",
-              build_inception, (batch_option(32), image_size_option(minimum=64)),
-              reference_params=6_624_904,
-              reference="Szegedy et al. 2015, Table 1, as torchvision builds it without auxiliary classifiers "
-                        "(torchvision googlenet: 6,624,904)"),
+    imagenet_classifier("inception", "GoogLeNet (Inception-v1, batch-norm variant), 224x224 ImageNet classifier",
+                        GoogLeNet, 6_624_904,
+                        "Szegedy et al. 2015, Table 1, as torchvision builds it without auxiliary classifiers "
+                        "(torchvision googlenet: 6,624,904)", minimum_size=64),
 )

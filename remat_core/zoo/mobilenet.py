@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import IMAGENET_CLASSES, image_classification_inputs, init_conv_net
-from ._spec import ModelSpec, batch_option, image_size_option
+from ._common import IMAGENET_CLASSES, imagenet_classifier, init_conv_net
 
 INVERTED_RESIDUAL_SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
                               (6, 160, 3, 2), (6, 320, 1, 1))
@@ -59,14 +58,7 @@ class MobileNetV2(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
-def build_mobilenet_v2(generator: torch.Generator, batch_size: int, image_size: int):
-    inputs, loss = image_classification_inputs(generator, batch_size, image_size)
-    return MobileNetV2(), inputs, loss
-
-
 MODELS = (
-    ModelSpec("mobilenet_v2", "MobileNet-V2 (width 1.0), 224x224 ImageNet classifier", build_mobilenet_v2,
-              (batch_option(32), image_size_option()),
-              reference_params=3_504_872,
-              reference="Sandler et al. 2018, Table 2, width 1.0 (torchvision mobilenet_v2: 3,504,872)"),
+    imagenet_classifier("mobilenet_v2", "MobileNet-V2 (width 1.0), 224x224 ImageNet classifier", MobileNetV2,
+                        3_504_872, "Sandler et al. 2018, Table 2, width 1.0 (torchvision mobilenet_v2: 3,504,872)"),
 )

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import IMAGENET_CLASSES, image_classification_inputs, init_conv_net
-from ._spec import ModelSpec, batch_option, image_size_option
+from ._common import IMAGENET_CLASSES, imagenet_classifier, init_conv_net
 
 
 def conv3x3(in_ch: int, out_ch: int, stride: int = 1, groups: int = 1) -> nn.Conv2d:
@@ -95,21 +94,17 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def build_resnet18(generator: torch.Generator, batch_size: int, image_size: int):
-    inputs, loss = image_classification_inputs(generator, batch_size, image_size)
-    return ResNet(BasicBlock, (2, 2, 2, 2)), inputs, loss
+def resnet18() -> ResNet:
+    return ResNet(BasicBlock, (2, 2, 2, 2))
 
 
-def build_resnet50(generator: torch.Generator, batch_size: int, image_size: int):
-    inputs, loss = image_classification_inputs(generator, batch_size, image_size)
-    return ResNet(Bottleneck, (3, 4, 6, 3)), inputs, loss
+def resnet50() -> ResNet:
+    return ResNet(Bottleneck, (3, 4, 6, 3))
 
 
 MODELS = (
-    ModelSpec("resnet18", "ResNet-18, 224x224 ImageNet classifier", build_resnet18,
-              (batch_option(32), image_size_option()),
-              reference_params=11_689_512, reference="He et al. 2016, Table 1 (torchvision resnet18: 11,689,512)"),
-    ModelSpec("resnet50", "ResNet-50 (bottleneck blocks), 224x224 ImageNet classifier", build_resnet50,
-              (batch_option(32), image_size_option()),
-              reference_params=25_557_032, reference="He et al. 2016, Table 1 (torchvision resnet50: 25,557,032)"),
+    imagenet_classifier("resnet18", "ResNet-18, 224x224 ImageNet classifier", resnet18, 11_689_512,
+                        "He et al. 2016, Table 1 (torchvision resnet18: 11,689,512)"),
+    imagenet_classifier("resnet50", "ResNet-50 (bottleneck blocks), 224x224 ImageNet classifier", resnet50,
+                        25_557_032, "He et al. 2016, Table 1 (torchvision resnet50: 25,557,032)"),
 )

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import IMAGENET_CLASSES, image_classification_inputs, init_conv_net
-from ._spec import ModelSpec, batch_option, image_size_option
+from ._common import IMAGENET_CLASSES, imagenet_classifier, init_conv_net
 
 POOL = "M"
 VGG16_LAYERS = (64, 64, POOL, 128, 128, POOL, 256, 256, 256, POOL, 512, 512, 512, POOL, 512, 512, 512, POOL)
@@ -38,14 +37,7 @@ class VGG(nn.Module):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
-def build_vgg16(generator: torch.Generator, batch_size: int, image_size: int):
-    inputs, loss = image_classification_inputs(generator, batch_size, image_size)
-    return VGG(), inputs, loss
-
-
 MODELS = (
-    ModelSpec("vgg16", "VGG-16 (configuration D), 224x224 ImageNet classifier", build_vgg16,
-              (batch_option(32), image_size_option()),
-              reference_params=138_357_544,
-              reference="Simonyan & Zisserman 2015, configuration D (torchvision vgg16: 138,357,544)"),
+    imagenet_classifier("vgg16", "VGG-16 (configuration D), 224x224 ImageNet classifier", VGG, 138_357_544,
+                        "Simonyan & Zisserman 2015, configuration D (torchvision vgg16: 138,357,544)"),
 )
