@@ -9,8 +9,9 @@ Trainable tensors are the pinned nodes of kind ``param`` (or the ``trainable`` i
    node is added that reads every output (a scalar: :data:`LOSS_BYTES` bytes, cost 0: a reduction,
    negligible next to the model).
 2. **Gradient nodes.** For each forward node ``v`` the loss depends on (the loss included) with an
-   input that requires grad, in reverse topological order, a ``backward`` node ``v:grad`` holds the gradients with
-   respect to v's non-pinned inputs that require grad (``mem`` = their bytes). It reads
+   input that requires grad, in reverse topological order, a ``backward`` node ``v:grad`` holds
+   the gradients with respect to v's non-pinned inputs that require grad (``mem`` = their bytes).
+   It reads
 
    - the gradients of v's output: ``c:grad`` for every consumer ``c`` of v (their sum is v's
      output gradient; v is the loss: nothing),
@@ -23,7 +24,8 @@ Trainable tensors are the pinned nodes of kind ``param`` (or the ``trainable`` i
    contribution to p's gradient from the same three things (``dW = x^T dy``) and adds the previous
    contribution, as autograd accumulates into ``p.grad``: a chain ``p:grad#1, p:grad#2, ...,
    p:grad`` over p's readers in backward order (``p:grad`` alone when p has one reader), each
-   holding ``mem(p)`` bytes. The last link of each chain is a graph output.
+   holding ``mem(p)`` bytes. The last link of each chain is a graph output, in the order the
+   backward pass completes them.
 4. **Costs.** Each forward node's backward costs ``backward_cost_factor`` times its forward cost
    (2 by default: the input gradient and the weight gradient each cost about one forward), shared
    between ``v:grad`` and v's parameter-gradient links in proportion to their bytes, the same rule
