@@ -64,7 +64,7 @@ else:
 legend = " ".join(f'<span style="color:{color}">●</span> {kind}' for kind, color in KIND_COLORS.items()
                   if kind in summary.nodes_by_kind)
 st.markdown(f"{legend} &nbsp; ■ pinned (parameters, inputs) · size by memory · hover for op, shape, bytes, cost, "
-            f"module · scroll to zoom, drag to pan", unsafe_allow_html=True)
+            f"module · scroll to zoom (long graphs open on their first layers), drag to pan", unsafe_allow_html=True)
 
 st.subheader("Decompositions")
 if importlib.util.find_spec("remat_core.decompose") is None:

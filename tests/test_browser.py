@@ -111,8 +111,15 @@ def assert_no_error(tab, where: str) -> None:
 
 
 def shot(tab, name: str) -> None:
+    """A screenshot of the whole page: Streamlit scrolls inside its main block, so the viewport is
+    stretched to the content's height for the picture and put back after."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    tab.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    size = tab.viewport_size
+    height = tab.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    tab.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 6000))})
+    tab.wait_for_timeout(300)
+    tab.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    tab.set_viewport_size(size)
 
 
 def go_to(tab, entry) -> None:

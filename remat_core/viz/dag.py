@@ -24,6 +24,9 @@ from .palette import DIMMED_COLOR, FONT_FAMILY, HIGHLIGHT_COLOR, kind_color
 X_SPACING = 150
 Y_SPACING = 80
 LONG_EDGE_ROUNDNESS = 0.25
+MAX_FIT_WIDTH = 40 * X_SPACING
+"""Wider drawings open at :data:`START_SCALE` on their first (leftmost) levels instead of fitted."""
+START_SCALE = 0.6
 LABELS_UP_TO = 400
 """Views with more nodes are drawn without labels (names stay in the tooltips)."""
 
@@ -121,7 +124,8 @@ def dag_html(view: GraphView, *, highlight: Collection[str] = (), focus: str | N
         View node ids to emphasise (the others are dimmed): a selected bag's vertices, the tensors
         resident at a step.
     focus : str, optional
-        A view node id to select and centre on (the node search).
+        A view node id to select and centre on (the node search). Without one, a drawing too
+        long to fit legibly opens on its first levels (scroll to zoom out).
     colors : mapping of str to str, optional
         Colour overrides per view node id (recomputed tensors, say); default: colour by kind.
     height_px : int
@@ -164,11 +168,24 @@ def dag_html(view: GraphView, *, highlight: Collection[str] = (), focus: str | N
     if focus is not None:
         html = html.replace("</body>", f"<script>network.selectNodes([{script_json(focus)}]);"
                                        f"network.focus({script_json(focus)}, {{scale: 1.0}});</script></body>")
+    elif _too_wide_to_fit(positions):
+        left = min(x for x, _ in positions.values())
+        html = html.replace("</body>", "<script>(function () { var scale = " + script_json(START_SCALE) + ";"
+                            " var width = document.getElementById('mynetwork').clientWidth;"
+                            " network.moveTo({position: {x: " + script_json(left) + " + width / (2 * scale) - 40,"
+                            " y: 0}, scale: scale}); })();</script></body>")
     remote = _REMOTE_REFERENCE.search(html)
     if remote:
         raise RuntimeError(f"pyvis output still references a remote resource near {html[remote.start():][:80]!r}; "
                            f"the DAG page must work offline")
     return html
+
+
+def _too_wide_to_fit(positions: Mapping[str, tuple[float, float]]) -> bool:
+    """Whether fitting the whole drawing in view would shrink the nodes to dots (a long, flat graph)."""
+    xs = [x for x, _ in positions.values()]
+    ys = [y for _, y in positions.values()]
+    return max(xs) - min(xs) > MAX_FIT_WIDTH and max(xs) - min(xs) > 6 * (max(ys) - min(ys) + Y_SPACING)
 
 
 def _edge_shape(start: tuple[float, float], end: tuple[float, float]) -> dict[str, Any]:
@@ -189,6 +206,6 @@ def _options() -> dict[str, Any]:
     return {"physics": {"enabled": False},
             "interaction": {"hover": True, "tooltipDelay": 80, "navigationButtons": False, "multiselect": True},
             "nodes": {"font": {"face": FONT_FAMILY, "size": 13, "color": "#333333"}},
-            "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}, "color": {"color": "#b9b9b9",
+            "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}, "color": {"color": "#a0a0a0",
                       "highlight": "#333333"}, "smooth": False, "width": 1},
             "layout": {"improvedLayout": False}}

@@ -49,7 +49,9 @@ def module_memory_figure(graph: ComputeGraph, depth: int = 1, top: int = 24, hei
             fig.add_trace(go.Bar(orientation="h", name=kind, y=labels, x=values, marker={"color": kind_color(kind)},
                                  hovertemplate=f"%{{y}}<br>{kind}: %{{x:.4g}} {unit.name}<extra></extra>"))
     fig.update_layout(**base_layout(
-        height=height or max(240, 26 * len(rows) + 120), barmode="stack",
+        height=height or max(240, 26 * len(rows) + 120), barmode="stack", legend={"traceorder": "normal",
+                                                                                  "orientation": "h", "y": 1.02,
+                                                                                  "yanchor": "bottom", "x": 0},
         xaxis={**GRID, "title": f"bytes ({unit.name})"},
         yaxis={"categoryorder": "array", "categoryarray": list(reversed(labels)), "automargin": True}))
     return fig

@@ -92,7 +92,7 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
     for c, kind in enumerate(kinds.kinds):
         values = kinds.by_kind[steps, c] / unit.size
         fig.add_trace(go.Scatter(
-            x=steps, y=values, name=kind, mode="lines", stackgroup="memory", line={"width": 0.6,
+            x=steps, y=values, name=kind, mode="lines" if len(steps) > 1 else "lines+markers", stackgroup="memory", line={"width": 0.6,
                                                                                     "color": kind_color(kind)},
             fillcolor=kind_color(kind), hovertemplate=f"{kind}: %{{y:.4g}} {unit.name}<extra>step %{{x}}</extra>"))
     if budget:
@@ -146,16 +146,16 @@ def _add_animation(fig: go.Figure, graph, result, occurrence, total, unit, y_top
             "mode": "immediate"}
     pause = {"frame": {"duration": 0, "redraw": False}, "transition": {"duration": 0}, "mode": "immediate"}
     fig.update_layout(
-        updatemenus=[{"type": "buttons", "direction": "left", "x": 0, "y": -0.16, "xanchor": "left",
+        updatemenus=[{"type": "buttons", "direction": "left", "x": 0, "y": -0.2, "xanchor": "left",
                       "yanchor": "top", "showactive": False, "pad": {"t": 0, "r": 8},
                       "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
                                   {"label": "❚❚ Pause", "method": "animate", "args": [[None], pause]}]}],
-        sliders=[{"active": len(steps) - 1, "x": 0.2, "len": 0.8, "y": -0.12, "yanchor": "top", "pad": {"t": 0},
+        sliders=[{"active": len(steps) - 1, "x": 0.2, "len": 0.8, "y": -0.17, "yanchor": "top", "pad": {"t": 0},
                   "currentvalue": {"visible": False}, "ticklen": 3, "font": {"size": 10},
                   "steps": [{"label": str(s), "method": "animate",
                              "args": [[str(s)], {**pause, "frame": {"duration": 0, "redraw": True}}]}
                             for s in steps]}],
-        margin={"l": 60, "r": 20, "t": 76, "b": 110})
+        margin={"l": 60, "r": 20, "t": 76, "b": 120})
 
 
 def lifetime_rows(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[str] | None = None,
