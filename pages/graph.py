@@ -2,12 +2,11 @@
 one node; beside it the decompositions the treewidth and pathwidth solvers recurse on."""
 
 
-import importlib.util
-
 import streamlit as st
 
 from explorer import state
 from explorer.cache import dag_page
+from explorer.decompositions import decompose_available, decomposition_figures, selected_bag_vertices
 from explorer.frame import require_entry
 from explorer.widgets import plain
 from remat_core.summary import graph_summary
@@ -17,6 +16,8 @@ from remat_core.viz.palette import KIND_COLORS
 require_entry()
 
 LEVELS = {"op": "Every op", "module": "Module level", "neighbourhood": "Around one node"}
+TREE_METHOD_KEY, PATH_METHOD_KEY = "w_graph_tree_method", "w_graph_path_method"
+DEFAULT_METHODS = {"tree": "min_degree", "path": "vertex_separation"}
 
 st.title("Graph")
 graph = state.graph()
@@ -54,8 +55,13 @@ centre = found if found is not None else graph.topological_order()[0]
 if level == "neighbourhood" and found is None:
     st.caption(f"Showing the neighbourhood of {plain(graph.node(centre).display_name)}; find a node to move.")
 
+methods = {"tree": st.session_state.get(TREE_METHOD_KEY, DEFAULT_METHODS["tree"]),
+           "path": st.session_state.get(PATH_METHOD_KEY, DEFAULT_METHODS["path"])}
+bag = selected_bag_vertices(graph, methods)
+if bag and level == "neighbourhood":
+    st.caption("The highlighted bag's vertices outside this neighbourhood are not drawn.")
 html, drawn = dag_page(graph.content_hash, graph, level, int(depth), centre if level == "neighbourhood" else None,
-                       int(hops), (found,) if found else (), found)
+                       int(hops), bag or ((found,) if found else ()), found)
 if drawn > MAX_DRAWN_NODES:
     st.error(f"This view still has {drawn:,} nodes, more than the {MAX_DRAWN_NODES:,} the browser can draw; lower "
              f"the module depth or look around one node.")
@@ -67,7 +73,23 @@ st.markdown(f"{legend} &nbsp; ■ pinned (parameters, inputs) · size by memory 
             f"module · scroll to zoom (long graphs open on their first layers), drag to pan", unsafe_allow_html=True)
 
 st.subheader("Decompositions")
-if importlib.util.find_spec("remat_core.decompose") is None:
+if not decompose_available():
     st.info("Tree and path decompositions (`remat_core.decompose`) are not part of this build yet: the tree of "
             "bags, the path strip and the separator tree will appear here once they land.",
             icon=":material/construction:")
+else:
+    from remat_core.decompose import PATH_METHODS, TREE_HEURISTICS
+
+    st.caption("Of the undirected skeleton, parameters and inputs left out (they are always resident). The "
+               "treewidth solver recurses on the tree decomposition's separator tree, the pathwidth solvers on "
+               "the path decomposition.")
+    left, right = st.columns(2)
+    left.selectbox("Tree decomposition", TREE_HEURISTICS, key=TREE_METHOD_KEY,
+                   index=TREE_HEURISTICS.index(DEFAULT_METHODS["tree"]),
+                   help="min_degree and min_fill are networkx heuristics; exact searches for the optimum on "
+                        "small graphs.")
+    right.selectbox("Path decomposition", PATH_METHODS, key=PATH_METHOD_KEY,
+                    index=PATH_METHODS.index(DEFAULT_METHODS["path"]),
+                    help="vertex_separation: a width-minimising vertex ordering; from_tree: read off the tree "
+                         "decomposition; best: the narrower of both.")
+    decomposition_figures(graph, methods, key="graph")

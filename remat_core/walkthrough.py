@@ -1,8 +1,8 @@
 """A schedule as a story told step by step, for teaching (the explorer's Learn page).
 
 A step is one compute op and the frees that follow it, or, when the solver records which call of
-its recursion emitted an op (a ``call`` field in the reasons, as a recursive solver does), all the
-consecutive ops of one call. Each step carries what was computed and freed, the recorded reasons,
+its recursion emitted a compute (a ``call`` field in its reason, or the ``frame`` and ``depth`` of
+the separator recursion's reasons), all the consecutive computes of one call and their frees. Each step carries what was computed and freed, the recorded reasons,
 the recursion depth and bag when the solver gave them, and the resident set after it: enough to
 draw the DAG and a memory timeline that grows as the steps advance. It works for any solver: one
 that records nothing still gets one step per computation.
@@ -35,7 +35,10 @@ class WalkStep:
     reasons : tuple of dict
         The reasons recorded with these ops (those that have one).
     call : Any
-        The recursion call the solver named (``reason["call"]``), if any.
+        The recursion call the step belongs to (``reason["call"]``, else ``(frame, depth)``), if
+        the solver named one.
+    frame : Any
+        The separator-tree node (bag) whose frame ran the step (``reason["frame"]``), if named.
     depth : int or None
         The recursion depth the solver named (``reason["depth"]``), if any.
     bag : Any
@@ -51,6 +54,7 @@ class WalkStep:
     freed: tuple[str, ...]
     reasons: tuple[Reason, ...]
     call: Any
+    frame: Any
     depth: int | None
     bag: Any
     memory: int
@@ -72,32 +76,36 @@ def walkthrough_steps(schedule: Schedule) -> list[WalkStep]:
     result = simulation_of(schedule)
     occurrence = occurrences(result)
     groups: list[list[int]] = []
-    previous_call: Any = None
-    for step in range(len(result.ops)):
-        call = (schedule.reason_at(step) or {}).get("call")
-        if _starts_group(result.ops, groups, step, call, previous_call):
-            groups.append([])
+    current: Any = None
+    for step, (action, _) in enumerate(result.ops):
+        if action == COMPUTE or not groups:
+            key = call_key(schedule.reason_at(step))
+            if not groups or key is None or key != current:
+                groups.append([])
+            current = key
         groups[-1].append(step)
-        previous_call = call
     steps = []
     for index, ops in enumerate(groups):
         reasons = tuple(r for r in (schedule.reason_at(s) for s in ops) if r)
-        lead = next((r for r in reasons if "call" in r or "depth" in r or "bag" in r), reasons[0] if reasons else {})
+        lead = schedule.reason_at(ops[0]) or {}
         steps.append(WalkStep(
             index=index, first_op=ops[0], last_op=ops[-1],
             computed=tuple((result.ops[s][1], occurrence[s]) for s in ops if result.ops[s][0] == COMPUTE),
             freed=tuple(result.ops[s][1] for s in ops if result.ops[s][0] != COMPUTE), reasons=reasons,
-            call=lead.get("call"), depth=lead.get("depth"), bag=lead.get("bag"), memory=result.memory[ops[-1]]))
+            call=call_key(lead), frame=lead.get("frame"), depth=lead.get("depth"), bag=lead.get("bag"),
+            memory=result.memory[ops[-1]]))
     return steps
 
 
-def _starts_group(ops, groups: list[list[int]], step: int, call: Any, previous_call: Any) -> bool:
-    """A new step at a change of recursion call, else at each compute op."""
-    if not groups:
-        return True
-    if call is not None or previous_call is not None:
-        return call != previous_call
-    return ops[step][0] == COMPUTE and any(ops[s][0] == COMPUTE for s in groups[-1])
+def call_key(reason: Reason | None) -> Any:
+    """Which recursion call a compute belongs to: ``reason["call"]``, else ``(frame, depth)``, else None."""
+    if not reason:
+        return None
+    if reason.get("call") is not None:
+        return reason["call"]
+    if reason.get("frame") is not None:
+        return (reason["frame"], reason.get("depth"))
+    return None
 
 
 def step_title(graph: ComputeGraph, step: WalkStep) -> str:

@@ -1,20 +1,19 @@
 """The explorer's data helpers in remat_core: summary, step timelines, views, sweeps, walk-throughs."""
 
-import numpy as np
 import pytest
 from hypothesis import given
 from recompute_fixture import chain3, recompute_schedule, simulated
 from strategies import compute_graphs
 
-from remat_core import BudgetError, ComputeGraph, GraphError, Node, checkpoint_all_peak, memory_lower_bound, solve
-from remat_core.generators import random_dag, training_chain
+from remat_core import BudgetError, ComputeGraph, GraphError, Node, checkpoint_all_peak, memory_lower_bound
+from remat_core.generators import training_chain
 from remat_core.pareto import CurvePoint, ParetoCurve, budget_grid, curve_table, pareto_curve
 from remat_core.schedule import reason
 from remat_core.simulate import checkpoint_all_ops
 from remat_core.summary import NO_MODULE, graph_summary, memory_by_module, module_prefix
 from remat_core.timeline import describe_op, memory_by_kind, occurrences, ordinal
 from remat_core.views import full_view, module_view, neighbourhood_view
-from remat_core.walkthrough import step_title, walkthrough_steps
+from remat_core.walkthrough import call_key, step_title, walkthrough_steps
 
 
 def small_model() -> ComputeGraph:
@@ -139,4 +138,18 @@ def test_walkthrough_groups_ops_by_recorded_recursion_call():
                for i in range(len(ops))]
     steps = walkthrough_steps(simulated(graph, ops, reasons))
     assert [(s.call, s.depth) for s in steps] == [(0, 0), (1, 1)]
-    assert steps[0].bag == ["f1"] and steps[0].last_op == 2 and steps[1].first_op == 3
+    first_child_compute = next(i for i, (a, _) in enumerate(ops) if a == "compute" and i >= 3)
+    assert steps[0].bag == ["f1"] and steps[1].first_op == first_child_compute
+
+
+def test_walkthrough_groups_computes_of_one_separator_frame_and_keeps_frees_with_them():
+    graph = training_chain(2, mem=1)
+    ops, _ = checkpoint_all_ops(graph)
+    computes = [i for i, (a, _) in enumerate(ops) if a == "compute"]
+    reasons = [None] * len(ops)
+    for k, i in enumerate(computes):
+        reasons[i] = reason("in frame", frame=0 if k < 2 else 3, depth=0 if k < 2 else 1)
+    steps = walkthrough_steps(simulated(graph, ops, reasons))
+    assert [s.frame for s in steps] == [0, 3] and steps[0].call == (0, 0)
+    assert steps[1].first_op == computes[2] and steps[-1].last_op == len(ops) - 1
+    assert call_key({"text": "x"}) is None and call_key({"call": 7, "frame": 1}) == 7
