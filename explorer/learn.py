@@ -1,6 +1,9 @@
-"""The Learn page's example graph, its solver choice and its step-by-step DAG."""
+"""The Learn page's example graph, its solver choice, its step-by-step DAG, and which decomposition a
+recursive solver's frames refer to."""
 
 from __future__ import annotations
+
+from typing import Any, Mapping
 
 import streamlit as st
 
@@ -27,9 +30,26 @@ def learn_solver(names: list[str]) -> str:
                                                                    names[0]))
 
 
+def recursion_decomposition(solver: str, options: Mapping[str, Any]) -> dict[str, str]:
+    """The decompositions to draw for ``solver`` and which one its reasons' ``frame`` numbers refer to.
+
+    The separator recursion solvers number their frames by the bags of the decomposition they
+    recurse on: ``treewidth`` a tree decomposition (its ``heuristic`` option, default min_degree),
+    ``pathwidth`` a path decomposition (its ``method`` option, default best). Returns
+    ``{"tree": method, "path": method, "frame_of": kind}`` (``frame_of`` only for those two).
+    """
+    methods = {"tree": str(options.get("heuristic", "min_degree")), "path": str(options.get("method", "best"))}
+    if solver == "treewidth":
+        methods["frame_of"] = "tree"
+    elif solver == "pathwidth":
+        methods["frame_of"] = "path"
+    return methods
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
-def lesson_dag(_graph: ComputeGraph, resident: tuple[str, ...], current: tuple[str, ...]) -> str:
+def lesson_dag(graph_key: str, _graph: ComputeGraph, resident: tuple[str, ...], current: tuple[str, ...]) -> str:
     """The example DAG with the resident tensors outlined and the ones just computed in orange."""
+    del graph_key
     view = full_view(_graph)
     return dag_html(view, highlight=set(resident) | set(current) if resident or current else (),
                     colors={n: RECOMPUTE_COLOR for n in current}, height_px=280)

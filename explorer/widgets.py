@@ -31,6 +31,16 @@ def plain(text: Any) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
 
 
+def tensor_name(graph, node_id: str) -> str:
+    """A node's label, with its module path when the label alone does not say where it is
+    (module-level labels such as ``bn1 fwd`` repeat in every block)."""
+    node = graph.node(node_id)
+    name = node.display_name
+    if node.module and not name.startswith(node.module):
+        return f"{name} · {node.module}"
+    return name
+
+
 def percent(value: float | None, signed: bool = True) -> str:
     if value is None:
         return "—"

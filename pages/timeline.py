@@ -7,7 +7,7 @@ from explorer import state
 from explorer.cache import options_key, solve_outcome, timeline_figures
 from explorer.frame import require_entry
 from explorer.pages import page_path
-from explorer.widgets import outcome_message, percent, plain
+from explorer.widgets import outcome_message, percent, plain, tensor_name
 from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason
 from remat_core.timeline import describe_op, occurrences
@@ -58,8 +58,8 @@ with left:
     if recomputed:
         default = result.ops[step][1] if result.ops[step][1] in recomputed else recomputed[0]
         chosen = st.selectbox("Why is this recomputed?", recomputed, index=recomputed.index(default),
-                              format_func=lambda n: f"{graph.node(n).display_name} · computed "
-                                                    f"{result.compute_counts[n]}×", key="w_timeline_why")
+                              format_func=lambda n: f"{tensor_name(graph, n)} · computed {result.compute_counts[n]}×",
+                              key="w_timeline_why")
         if st.button("Explain", icon=":material/help:", key="timeline_explain"):
             st.session_state[state.WHY_TENSOR] = chosen
             st.switch_page(page_path("why"))
@@ -70,7 +70,7 @@ with right:
     nodes = sorted((graph.node(n) for n in resident), key=lambda n: -n.mem)
     st.markdown(f"**Resident after step {step}**: {len(nodes):,} tensors, "
                 f"{format_bytes(sum(n.mem for n in nodes))}")
-    st.dataframe([{"tensor": n.display_name, "kind": n.kind, "size": format_bytes(n.mem),
+    st.dataframe([{"tensor": tensor_name(graph, n.id), "kind": n.kind, "size": format_bytes(n.mem),
                    "computed": f"{result.compute_counts.get(n.id, 0)}×" if not n.pinned else "pinned"}
                   for n in nodes], hide_index=True, width="stretch", height=260)
 

@@ -7,7 +7,7 @@ import streamlit as st
 from explorer import state
 from explorer.cache import computes_at, options_key, solve_outcome, sweep_status
 from explorer.frame import require_entry
-from explorer.widgets import budget_scale, other_budget_slider, outcome_message, percent, plain
+from explorer.widgets import budget_scale, other_budget_slider, outcome_message, percent, plain, tensor_name
 from remat_core import get_solver
 from remat_core.budget import format_bytes
 from remat_core.explain import (CHANGE_ORDER, describe_computation, explain_tensor,
@@ -38,7 +38,7 @@ wanted = st.session_state.get(state.WHY_TENSOR)
 if wanted not in ranked:
     wanted = ranked[0]
 tensor = st.selectbox("Tensor", ranked, index=ranked.index(wanted), key="w_why_tensor",
-                      format_func=lambda n: f"{graph.node(n).display_name} · computed {counts[n]}×")
+                      format_func=lambda n: f"{tensor_name(graph, n)} · computed {counts[n]}×")
 st.session_state[state.WHY_TENSOR] = tensor
 explanation = explain_tensor(graph, schedule, tensor)
 node = explanation.node
@@ -67,7 +67,8 @@ else:
     run = not get_solver(solver).exact or st.button("Find it (solves a few more budgets)", key="why_find_once")
     if run:
         threshold = smallest_budget_computed_once(tensor, solver, grid,
-                                                  computes_at(graph, solver, tensor, options, limit))
+                                                  computes_at(graph, solver, tensor, options, limit),
+                                                  tolerance=max(1, (grid[-1] - grid[0]) // 200))
         if threshold.budget is None:
             st.warning(f"{plain(solver)} recomputes it even at {format_bytes(threshold.below)}, the largest budget "
                        f"checked.")
@@ -102,6 +103,6 @@ else:
     else:
         tally = {c: sum(1 for x in changes if x.change == c) for c in CHANGE_ORDER}
         st.caption(" · ".join(f"{n} {c}" for c, n in tally.items() if n))
-        st.dataframe([{"tensor": graph.node(c.tensor).display_name, "change": c.change, "computed at A": c.computes_a,
+        st.dataframe([{"tensor": tensor_name(graph, c.tensor), "change": c.change, "computed at A": c.computes_a,
                        "computed at B": c.computes_b, "bytes": format_bytes(c.mem)} for c in changes],
                      hide_index=True, width="stretch")

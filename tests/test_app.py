@@ -1,6 +1,7 @@
 """Every page of the explorer through Streamlit's AppTest: renders, reacts, and survives bad input."""
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -8,6 +9,7 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from explorer import models, state
+from explorer.decompositions import SELECTED_BAG, decompose_available, decomposition
 from explorer.pages import PAGES
 from explorer.models import default_model
 from explorer.widgets import budget_scale, plain
@@ -206,3 +208,31 @@ def test_budget_scale_brackets_the_marks_with_float_steps(a, b):
         shown = scale.to_units(nbytes)
         assert scale.low <= shown <= scale.high
         assert scale.to_bytes(shown) >= min(nbytes, scale.to_bytes(scale.high)) - 1
+
+
+def drawn_dag_nodes(at: AppTest) -> dict:
+    """The nodes of the DAG iframe on the page, by id."""
+    html = at.get("iframe")[0].proto.srcdoc
+    data = re.search(r"nodes = new vis\.DataSet\((\[.*?\])\);", html, re.DOTALL).group(1)
+    return {n["id"]: n for n in json.loads(data)}
+
+
+@pytest.mark.skipif(not decompose_available(), reason="remat_core.decompose is not in this build")
+def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
+    at = app("pages/graph.py")
+    assert not at.exception and not at.error
+    assert any(m.label == "Tree width" for m in at.metric) and any(m.label == "Path width" for m in at.metric)
+    at.selectbox(key="w_graph_bag").set_value(("tree", 1)).run()
+    assert not at.exception
+    kind, index = at.session_state[SELECTED_BAG]
+    assert (kind, index) == ("tree", 1)
+    graph = at.session_state[state.MODEL].graph
+    bag = set(decomposition(graph.content_hash, graph, kind, "min_degree")[0].bags[index])
+    marked = {i for i, n in drawn_dag_nodes(at).items() if n["borderWidth"] == 3}
+    assert marked == bag
+
+
+@pytest.mark.skipif(decompose_available(), reason="remat_core.decompose is in this build")
+def test_the_graph_page_says_the_decompositions_are_not_available():
+    at = app("pages/graph.py")
+    assert any("not part of this build" in i.value for i in at.info)

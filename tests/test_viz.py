@@ -162,6 +162,8 @@ def test_tree_of_bags_figure_marks_the_widest_and_the_selected_bag():
     assert list(markers.customdata) == [0, 1, 2] and markers.marker.color[1] != markers.marker.color[0]
     assert any(t.name == "selected bag" for t in fig.data)
     assert list(markers.y) == [0, -1, -2]
+    sideways = next(t for t in tree_of_bags_figure(bags, [(0, 1), (1, 2)], horizontal=True).data if t.name == "bags")
+    assert list(sideways.x) == [0, 1, 2]
 
 
 def test_path_strip_draws_one_bar_per_vertex_over_its_bags():

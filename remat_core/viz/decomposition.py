@@ -73,7 +73,7 @@ def _bag_text(index: int, bag: Collection[str], labels: Mapping[str, str] | None
 
 def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[int, int]], *, root: int = 0,
                         labels: Mapping[str, str] | None = None, selected: int | None = None,
-                        title: str | None = None, height: int = 420) -> go.Figure:
+                        title: str | None = None, height: int = 420, horizontal: bool = False) -> go.Figure:
     """A tree of bags: one marker per bag (size by bag size, the widest in red), lines for tree edges.
 
     Parameters
@@ -90,6 +90,9 @@ def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[i
         A bag to outline.
     title : str, optional
     height : int
+    horizontal : bool
+        Root on the left and depth to the right (for the long, path-like tree decompositions of
+        training graphs); default root on top (separator trees, which are shallow).
 
     Returns
     -------
@@ -98,7 +101,10 @@ def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[i
         when one is selected.
     """
     positions = tree_layout(len(bags), edges, root)
+    if horizontal:
+        positions = {b: (-y, x) for b, (x, y) in positions.items()}
     widest = max((len(b) for b in bags), default=0)
+    scale = 4 if len(bags) <= 60 else 2
     xs, ys = [], []
     for a, b in edges:
         xs += [positions[a][0], positions[b][0], None]
@@ -112,12 +118,12 @@ def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[i
         text=[str(len(b)) for b in bags], textposition="middle center", textfont={"color": "white", "size": 10},
         customdata=list(range(len(bags))), hovertext=[_bag_text(i, b, labels) for i, b in enumerate(bags)],
         hoverinfo="text", showlegend=False,
-        marker={"size": [10 + 4 * min(len(b), 8) for b in bags], "line": {"width": 0},
+        marker={"size": [8 + scale * min(len(b), 8) for b in bags], "line": {"width": 0},
                 "color": [WIDEST_COLOR if len(b) == widest else BAG_COLOR for b in bags]}))
     if selected is not None and 0 <= selected < len(bags):
         x, y = positions[selected]
         fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers", name="selected bag", hoverinfo="skip",
-                                 showlegend=False, marker={"size": 22 + 4 * min(len(bags[selected]), 8),
+                                 showlegend=False, marker={"size": 20 + scale * min(len(bags[selected]), 8),
                                                            "color": "rgba(0,0,0,0)",
                                                            "line": {"color": HIGHLIGHT_COLOR, "width": 4}}))
     fig.update_layout(**base_layout(
@@ -170,5 +176,6 @@ def path_strip_figure(bags: Sequence[Collection[str]], *, labels: Mapping[str, s
         xaxis={**GRID, "title": "bag"},
         yaxis={"categoryorder": "array", "categoryarray": list(reversed(names)), "showticklabels": len(rows) <= 60,
                "title": "vertices", "automargin": True},
-        yaxis2={"overlaying": "y", "side": "right", "title": "bag size", "rangemode": "tozero", "showgrid": False}))
+        yaxis2={"overlaying": "y", "side": "right", "title": "bag size", "rangemode": "tozero", "showgrid": False,
+                "tickformat": "d", "dtick": max(1, max((len(b) for b in bags), default=1) // 6)}))
     return fig
