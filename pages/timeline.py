@@ -33,12 +33,13 @@ result = schedule.simulation
 stats = schedule.stats
 st.caption(f"**{plain(solver)}** at a budget of **{format_bytes(budget)}**: peak {format_bytes(stats['peak'])}, "
            f"cost overhead {percent(stats['overhead'])}, {stats['recomputed_nodes']} tensors recomputed, "
-           f"{len(schedule):,} ops. Press Play to walk through it; click a step to see what is resident then.")
+           f"{len(schedule):,} ops. Press Play to walk through it; drag across the chart to pick a step and see what is "
+           f"resident then.")
 
 memory_figure, lifetime_figure = timeline_figures(graph.content_hash, graph, solver, budget, options,
                                                   state.time_limit(), LIFETIME_ROWS)
-event = st.plotly_chart(memory_figure, key="timeline_memory", on_select="rerun", selection_mode="points")
-picked = tuple(int(p["x"]) for p in event.selection.points if "x" in p) if event and event.selection else ()
+event = st.plotly_chart(memory_figure, key="timeline_memory", on_select="rerun", selection_mode=("points", "box"))
+picked = tuple(sorted({int(p["x"]) for p in event.selection.points if "x" in p})) if event and event.selection else ()
 if picked and st.session_state.get(APPLIED_SELECTION) != picked:
     st.session_state[APPLIED_SELECTION] = picked
     st.session_state[STEP_KEY] = picked[0]

@@ -1,8 +1,9 @@
 """The explorer in a real browser: Debian's chromium driven by playwright against ``streamlit run``.
 
 Starts the app on 127.0.0.1 on a free port, opens every page, waits until it has rendered, drags
-the budget slider, presses Play on the timeline, checks that no page shows an error or an
-exception, and saves a screenshot of each page under ``test-output/browser/``.
+the budget slider, picks a step on the timeline by dragging across it, presses Play, checks that
+no page shows an error or an exception, and saves a screenshot of each page under
+``test-output/browser/``.
 
 Needs ``/usr/bin/chromium`` (``apt-get install -y chromium``; ``.ci/run`` installs it). Without it the
 test is skipped with that instruction, unless ``REMAT_REQUIRE_BROWSER=1`` (set by CI) makes the
@@ -166,6 +167,17 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
         shot(page, entry.url_path)
 
     go_to(page, next(e for e in PAGES if e.url_path == "timeline"))
+    step_box = page.locator('[data-testid="stNumberInput"] input').first
+    first_step = step_box.input_value()
+    drag = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+    page.mouse.move(drag["x"] + drag["width"] * 0.05, drag["y"] + drag["height"] * 0.6)
+    page.mouse.down()
+    page.mouse.move(drag["x"] + drag["width"] * 0.07, drag["y"] + drag["height"] * 0.6, steps=5)
+    page.mouse.up()
+    page.wait_for_function("before => document.querySelector('[data-testid=\"stNumberInput\"] input').value"
+                           " !== before", arg=first_step, timeout=RENDER_TIMEOUT_MS)
+    wait_rendered(page)
+    assert int(step_box.input_value()) < int(first_step), "dragging across the chart did not pick an earlier step"
     play = page.locator(".js-plotly-plot .updatemenu-button").first
     play.wait_for(timeout=RENDER_TIMEOUT_MS)
     play.click()

@@ -14,7 +14,7 @@ from remat_core.views import full_view, module_view
 from remat_core.viz import (dag_html, layered_positions, lifetime_chart, memory_timeline_figure,
                             module_memory_figure, pareto_figure, path_strip_figure, tree_of_bags_figure)
 from remat_core.viz.palette import DIMMED_COLOR, KIND_COLORS, RECOMPUTE_COLOR, unit_for
-from remat_core.viz.timeline import BUDGET_TRACE, CURSOR_TRACE, drawn_steps, frame_steps
+from remat_core.viz.timeline import BUDGET_TRACE, CURSOR_TRACE, STEP_TRACE, drawn_steps, frame_steps
 
 EVIL = "<script>alert('x')</script> & <b>href</b>"
 
@@ -24,15 +24,16 @@ def test_timeline_has_frames_a_budget_line_and_colours_by_kind():
     schedule = recompute_schedule(graph)
     fig = memory_timeline_figure(graph, schedule)
     names = [t.name for t in fig.data]
-    assert names[:-2] == [k for k in KIND_COLORS if k in {"input", "forward", "loss", "backward"}]
-    assert names[-2:] == [BUDGET_TRACE, CURSOR_TRACE]
-    for trace in fig.data[:-2]:
+    assert names[:-3] == [k for k in KIND_COLORS if k in {"input", "forward", "loss", "backward"}]
+    assert names[-3:] == [BUDGET_TRACE, STEP_TRACE, CURSOR_TRACE]
+    for trace in fig.data[:-3]:
         assert trace.fillcolor == KIND_COLORS[trace.name] and trace.stackgroup == "memory"
-    budget_line = fig.data[-2]
+    assert list(fig.data[-2].y) == list(schedule.simulation.memory) and "layer 1" in fig.data[-2].text[0]
+    budget_line = fig.data[-3]
     assert set(budget_line.y) == {40 / unit_for(40).size}
     assert len(fig.frames) == len(schedule.ops) and fig.layout.updatemenus[0].buttons[0].label.endswith("Play")
     assert fig.layout.yaxis.range[1] >= max(schedule.stats["peak"], 40)
-    stacked = np.sum([np.asarray(t.y) for t in fig.data[:-2]], axis=0)
+    stacked = np.sum([np.asarray(t.y) for t in fig.data[:-3]], axis=0)
     assert stacked.tolist() == list(schedule.simulation.memory)
     frame = fig.frames[9]
     assert frame.name == "9" and "compute layer 1 (2nd computation)" in frame.layout.annotations[0].text

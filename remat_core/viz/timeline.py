@@ -27,6 +27,9 @@ MAX_POINTS = 1500
 """Timelines with more ops are drawn at this many steps (each kept step is a real one, peaks kept)."""
 MAX_FRAMES = 120
 CURSOR_TRACE = "current op"
+STEP_TRACE = "steps"
+"""Invisible markers on the total: they name each step's op on hover and make steps clickable
+(plotly selects points, not lines)."""
 BUDGET_TRACE = "budget"
 
 
@@ -77,7 +80,8 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
     -------
     plotly.graph_objects.Figure
         Traces: one filled area per kind present (named after the kind), ``"budget"`` when there is
-        a budget, and ``"current op"`` (the cursor).
+        a budget, ``"steps"`` (invisible markers on the total, for hover and click) and
+        ``"current op"`` (the cursor).
     """
     result = simulation_of(schedule)
     budget = schedule.budget if budget is None else budget
@@ -99,12 +103,18 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
         fig.add_trace(go.Scatter(x=[0, max(n_ops - 1, 1)], y=[budget / unit.size] * 2, name=BUDGET_TRACE,
                                  mode="lines", line={"color": BUDGET_COLOR, "dash": "dash", "width": 2},
                                  hovertemplate=f"budget {format_bytes(budget)}<extra></extra>"))
+    fig.add_trace(go.Scatter(
+        x=steps, y=kinds.total[steps] / unit.size, name=STEP_TRACE, mode="markers", showlegend=False,
+        marker={"size": 9, "color": "rgba(0,0,0,0)"},
+        text=[plotly_text(describe_op(graph, result, int(s), occurrence[int(s)])) for s in steps],
+        hovertemplate=f"<b>%{{text}}</b><br>total %{{y:.4g}} {unit.name}<extra>step %{{x}}</extra>"))
     cursor_step = result.peak_step if upto is None and result.peak_step >= 0 else last
     y_top = top / unit.size * 1.08
     fig.add_trace(_cursor(cursor_step, y_top))
     cursor_index = len(fig.data) - 1
     fig.update_layout(**base_layout(
-        height=height, hovermode="x unified", margin={"l": 60, "r": 20, "t": 76, "b": 50},
+        height=height, hovermode="x unified", clickmode="event+select", dragmode="select",
+        selectdirection="h", margin={"l": 60, "r": 20, "t": 76, "b": 50},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.09, "x": 1, "xanchor": "right",
                 "traceorder": "normal"},
         xaxis={**GRID, "title": None if animate and upto is None else "step (op index)",
