@@ -238,8 +238,9 @@ def schedule_metrics(container, schedule: Schedule, budget: int) -> None:
 
 def estimate_metrics(container, point: CurvePoint, budget: int) -> None:
     """The same four metrics from the sweep point whose schedule fits ``budget`` (shown while solving)."""
-    _metrics(container, point.peak, point.overhead, len(point.recomputed), sum(c - 1 for c in point.recomputed.values()),
-             "solving…", f"sweep point at {format_bytes(point.budget)}", budget, estimate=True)
+    extra = sum(c - 1 for c in point.recomputed.values())
+    _metrics(container, point.peak, point.overhead, len(point.recomputed), extra, "solving…",
+             f"sweep point at {format_bytes(point.budget)}", budget, estimate=True)
 
 
 def _metrics(container, peak: int, overhead: float, recomputed: int, extra: int, time_text: str, time_note: str,

@@ -82,7 +82,8 @@ with generated_tab:
     with st.form("generated_form", border=False):
         if family == "Training chain":
             left, right = st.columns(2)
-            layers = left.number_input("Layers", min_value=1, max_value=2000, value=24, step=1, key="w_generated_layers")
+            layers = left.number_input("Layers", min_value=1, max_value=2000, value=24, step=1,
+                                       key="w_generated_layers")
             mem_mib = right.number_input("MiB per activation", min_value=0.01, max_value=4096.0, value=4.0,
                                       key="w_generated_mib")
         else:

@@ -7,8 +7,8 @@ from explorer import state
 from explorer.cache import options_key, solve_outcome, sweep_status
 from explorer.frame import require_entry
 from explorer.widgets import (budget_scale, budget_slider, compare_picker, comparison_csv, estimate_metrics,
-                              option_widgets, outcome_message, percent, plain, schedule_download, schedule_metrics, sidebar_schedule,
-                              solver_picker, time_limit_input, typed_budget)
+                              option_widgets, outcome_message, percent, plain, schedule_download, schedule_metrics,
+                              sidebar_schedule, solver_picker, time_limit_input, typed_budget)
 from remat_core import get_solver
 from remat_core.budget import format_bytes
 from remat_core.summary import graph_summary

@@ -7,7 +7,7 @@ from explorer import state
 from explorer.cache import options_key, solve_outcome, timeline_figures
 from explorer.frame import require_entry
 from explorer.pages import page_path
-from explorer.widgets import outcome_message, percent, plain, tensor_name
+from explorer.widgets import outcome_message, percent, plain, schedule_download, tensor_name
 from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason
 from remat_core.timeline import describe_op, occurrences
@@ -33,8 +33,8 @@ result = schedule.simulation
 stats = schedule.stats
 st.caption(f"**{plain(solver)}** at a budget of **{format_bytes(budget)}**: peak {format_bytes(stats['peak'])}, "
            f"cost overhead {percent(stats['overhead'])}, {stats['recomputed_nodes']} tensors recomputed, "
-           f"{len(schedule):,} ops. Press Play to walk through it; drag across the chart to pick a step and see what is "
-           f"resident then.")
+           f"{len(schedule):,} ops. Press Play to walk through it; drag across the chart to pick a step and see "
+           f"what is resident then.")
 
 memory_figure, lifetime_figure = timeline_figures(graph.content_hash, graph, solver, budget, options,
                                                   state.time_limit(), LIFETIME_ROWS)
@@ -79,3 +79,4 @@ st.subheader("Lifetimes")
 st.caption(f"One row per tensor (recomputed ones first, then the largest; at most {LIFETIME_ROWS}): a bar while it "
            f"is resident, coloured by kind; recomputations in orange.")
 st.plotly_chart(lifetime_figure, key="timeline_lifetimes")
+schedule_download(schedule, key="timeline_download")

@@ -2,9 +2,10 @@
 
 A step is one compute op and the frees that follow it, or, when the solver records which call of
 its recursion emitted a compute (a ``call`` field in its reason, or the ``frame`` and ``depth`` of
-the separator recursion's reasons), all the consecutive computes of one call and their frees. Each step carries what was computed and freed, the recorded reasons,
-the recursion depth and bag when the solver gave them, and the resident set after it: enough to
-draw the DAG and a memory timeline that grows as the steps advance. It works for any solver: one
+the separator recursion's reasons), all the consecutive computes of one call and their frees. Each
+step carries what was computed and freed, the recorded reasons, the recursion depth and bag when
+the solver gave them, and the memory after it: enough to draw the DAG and a memory timeline that
+grows as the steps advance. It works for any solver: one
 that records nothing still gets one step per computation.
 """
 

@@ -67,7 +67,8 @@ def tree_layout(n_bags: int, edges: Sequence[tuple[int, int]], root: int = 0) ->
 
 def _bag_text(index: int, bag: Collection[str], labels: Mapping[str, str] | None) -> str:
     names = sorted(labels.get(v, v) if labels else v for v in bag)
-    listed = ", ".join(names[:MAX_LISTED]) + (f", … {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else "")
+    more = f", … {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else ""
+    listed = ", ".join(names[:MAX_LISTED]) + more
     return plotly_text(f"bag {index} · {len(names)} vertices: {listed}")
 
 

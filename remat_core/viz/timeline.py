@@ -96,8 +96,8 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
     for c, kind in enumerate(kinds.kinds):
         values = kinds.by_kind[steps, c] / unit.size
         fig.add_trace(go.Scatter(
-            x=steps, y=values, name=kind, mode="lines" if len(steps) > 1 else "lines+markers", stackgroup="memory", line={"width": 0.6,
-                                                                                    "color": kind_color(kind)},
+            x=steps, y=values, name=kind, mode="lines" if len(steps) > 1 else "lines+markers", stackgroup="memory",
+            line={"width": 0.6, "color": kind_color(kind)},
             fillcolor=kind_color(kind), hovertemplate=f"{kind}: %{{y:.4g}} {unit.name}<extra>step %{{x}}</extra>"))
     if budget:
         fig.add_trace(go.Scatter(x=[0, max(n_ops - 1, 1)], y=[budget / unit.size] * 2, name=BUDGET_TRACE,
