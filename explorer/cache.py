@@ -1,54 +1,47 @@
 """Everything expensive, cached by the graph's content hash.
 
-``st.cache_data`` holds results (schedules, figures, HTML), ``st.cache_resource`` the shared
-background sweep runner. Arguments that cannot be hashed (the graph) carry a leading ``_`` and
-the content hash stands in for them in the key.
+Exact solves and Pareto sweeps run in worker processes (:class:`BackgroundRunner`, one per kind,
+held by ``st.cache_resource``) and their results are kept by key, so that a page can show an
+estimate while an exact solve runs, and a solver computing for seconds neither freezes the app nor
+slows its thread (a worker thread would share the interpreter lock with it). A sweep is one job
+per budget, so its progress is the number of finished points. ``st.cache_data`` holds figures and
+HTML; arguments that cannot be hashed (the graph) carry a leading ``_`` and the content hash
+stands in for them in the key.
 """
 
 from __future__ import annotations
 
+import atexit
+import multiprocessing
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.pool import AsyncResult
+from typing import Any, Callable
 
 import streamlit as st
 
-from remat_core import ComputeGraph, InfeasibleBudget, RematError, Schedule, get_solver, solve
-from remat_core.pareto import ParetoCurve, budget_grid, pareto_curve
+from remat_core import ComputeGraph, RematError, get_solver
+from remat_core.pareto import ParetoCurve, budget_grid
+from remat_core.simulate import checkpoint_all_cost
 from remat_core.timeline import simulation_of
 from remat_core.views import full_view, module_view, neighbourhood_view
 from remat_core.viz import dag_html, lifetime_chart, memory_timeline_figure
+
+from .worker import Outcome, outcome_job, portable, sweep_point_job
 
 SWEEP_POINTS = 14
 EXACT_SWEEP_POINTS = 6
 """Exact solvers take seconds per budget: their curves get fewer points."""
 SWEEP_WAIT_SECONDS = 2.0
 """A page waits this long for a sweep before showing its progress and polling instead."""
-KEPT_SWEEPS = 48
+KEPT_JOBS = 512
+SOLVE_WAIT_SECONDS = 0.15
+"""The Schedule page waits this long for the exact solve at a new budget before showing the sweep's
+estimate and polling for the exact result."""
 
-
-@dataclass(frozen=True)
-class Outcome:
-    """A solve's result as the pages need it: a schedule, or why there is none.
-
-    Attributes
-    ----------
-    schedule : Schedule or None
-    infeasible : str or None
-        Why the budget is infeasible (the solver's detail, else the whole
-        :class:`~remat_core.InfeasibleBudget` message).
-    smallest_feasible : int or None
-        The smallest budget the solver named as feasible.
-    error : str or None
-        Any other :class:`~remat_core.RematError` (a bad option, a solver bug caught by the simulator).
-    """
-
-    schedule: Schedule | None = None
-    infeasible: str | None = None
-    smallest_feasible: int | None = None
-    error: str | None = None
+__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "computes_at", "dag_page", "options_key", "solve_outcome",
+           "sweep_status", "timeline_figures"]
 
 
 def options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -56,34 +49,83 @@ def options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(options.items()))
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def solve_outcome(graph_key: str, _graph: ComputeGraph, solver: str, budget: int,
-                  options: tuple[tuple[str, Any], ...], time_limit: float | None) -> Outcome:
-    """:func:`remat_core.solve` at one budget, cached; infeasibility and errors become an :class:`Outcome`."""
-    del graph_key  # the cache key of _graph
-    try:
-        return Outcome(schedule=solve(_graph, budget, solver, time_limit=time_limit, **dict(options)))
-    except InfeasibleBudget as e:
-        return Outcome(infeasible=e.detail or str(e), smallest_feasible=e.smallest_feasible)
-    except RematError as e:
-        return Outcome(error=str(e))
+class BackgroundRunner:
+    """Jobs run in one worker process and kept by key, shared by every session of this server.
+
+    Submitting a key already known returns the job that is running or done, so a second visitor,
+    a page switch or a slider coming back finds it ready. At most :data:`KEPT_JOBS` finished jobs
+    are kept, the least recently asked for dropped first. The worker is started with ``spawn``
+    (the server has threads, which ``fork`` must not copy) and stopped when the server exits.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._pool = multiprocessing.get_context("spawn").Pool(processes=1)
+        self._jobs: OrderedDict[tuple, AsyncResult] = OrderedDict()
+        self._lock = threading.Lock()
+        atexit.register(self._pool.terminate)
+
+    def submit(self, key: tuple, job: Callable[..., Any], *args: Any) -> AsyncResult:
+        """The job's handle, starting ``job(*args)`` in the worker unless that key is running or done."""
+        with self._lock:
+            if key in self._jobs:
+                self._jobs.move_to_end(key)
+                return self._jobs[key]
+            self._jobs[key] = self._pool.apply_async(job, args)
+            finished = [k for k, j in self._jobs.items() if j.ready()]
+            while len(self._jobs) > KEPT_JOBS and finished:
+                del self._jobs[finished.pop(0)]
+            return self._jobs[key]
+
+
+def _result(job: AsyncResult, wait: float | None) -> Any:
+    """The job's result, waiting up to ``wait`` seconds (None: as long as it takes); None if not done.
+
+    A job's exception is raised here, in the app's process.
+    """
+    if wait is None:
+        return job.get()
+    job.wait(wait if wait > 0 else 0)
+    return job.get() if job.ready() else None
+
+
+@st.cache_resource
+def solve_runner() -> BackgroundRunner:
+    """The exact solves of this server process."""
+    return BackgroundRunner("solve")
+
+
+@st.cache_resource
+def sweep_runner() -> BackgroundRunner:
+    """The Pareto sweeps of this server process (their own worker, beside the exact solves)."""
+    return BackgroundRunner("sweep")
+
+
+def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None,
+                  wait: float | None = None) -> Outcome | None:
+    """The solve at ``budget``, computed once in the background and kept.
+
+    ``wait=None`` blocks until it is done; a number waits at most that many seconds and returns
+    None if the solve is still running (the Schedule page then shows the sweep's estimate).
+    """
+    key = (graph.content_hash, solver, int(budget), options, time_limit)
+    job = solve_runner().submit(key, outcome_job, portable(graph), solver, int(budget), options, time_limit)
+    return _result(job, wait)
 
 
 def computes_at(graph: ComputeGraph, solver: str, tensor: str, options: tuple, time_limit: float | None):
-    """``budget -> how many times the solver computes tensor`` (None: infeasible), through the solve cache."""
+    """``budget -> how many times the solver computes tensor`` (None: infeasible), through the kept solves."""
     def count(budget: int) -> int | None:
-        outcome = solve_outcome(graph.content_hash, graph, solver, int(budget), options, time_limit)
+        outcome = solve_outcome(graph, solver, int(budget), options, time_limit)
         if outcome.schedule is None:
             return None
         return simulation_of(outcome.schedule).compute_counts.get(tensor, 0)
     return count
 
 
-# -- background sweeps ------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class SweepStatus:
-    """Where a sweep stands: its curve once done, else how far it got; ``error`` if it failed."""
+    """Where a sweep stands: its curve once done, else how many of its budgets are solved; ``error`` if one failed."""
 
     curve: ParetoCurve | None
     done: int
@@ -91,69 +133,29 @@ class SweepStatus:
     error: str | None = None
 
 
-class SweepRunner:
-    """Runs Pareto sweeps one at a time on a background thread, shared by every session.
-
-    Sweeps are keyed by graph hash, solver, options and time limit; a finished sweep is kept (the
-    oldest dropped beyond :data:`KEPT_SWEEPS`), so a second visitor or a page switch finds it ready.
-    """
-
-    def __init__(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="remat-sweep")
-        self._futures: OrderedDict[tuple, Future] = OrderedDict()
-        self._progress: dict[tuple, tuple[int, int]] = {}
-        self._lock = threading.Lock()
-
-    def submit(self, graph: ComputeGraph, solver: str, options: tuple, time_limit: float | None) -> tuple:
-        """Start the sweep unless it is running or done; returns its key."""
-        key = (graph.content_hash, solver, options, time_limit)
-        with self._lock:
-            if key in self._futures:
-                self._futures.move_to_end(key)
-                return key
-            points = EXACT_SWEEP_POINTS if get_solver(solver).exact else SWEEP_POINTS
-            budgets = budget_grid(graph, points)
-            self._progress[key] = (0, len(budgets))
-
-            def report(done: int, total: int) -> None:
-                self._progress[key] = (done, total)
-            self._futures[key] = self._executor.submit(pareto_curve, graph, solver, budgets, time_limit, report,
-                                                       **dict(options))
-            self._drop_old()
-        return key
-
-    def status(self, key: tuple, wait: float = 0.0) -> SweepStatus:
-        """The sweep's status, waiting up to ``wait`` seconds for it to finish."""
-        future = self._futures[key]
-        try:
-            curve = future.result(timeout=wait) if wait > 0 else (future.result() if future.done() else None)
-        except TimeoutError:
-            curve = None
-        except RematError as e:
-            done, total = self._progress[key]
-            return SweepStatus(None, done, total, error=str(e))
-        done, total = self._progress[key]
-        return SweepStatus(curve, done, total)
-
-    def _drop_old(self) -> None:
-        finished = [k for k, f in self._futures.items() if f.done()]
-        while len(self._futures) > KEPT_SWEEPS and finished:
-            key = finished.pop(0)
-            del self._futures[key]
-            del self._progress[key]
-
-
-@st.cache_resource
-def sweep_runner() -> SweepRunner:
-    """The one sweep runner of this server process."""
-    return SweepRunner()
-
-
 def sweep_status(graph: ComputeGraph, solver: str, options: tuple, time_limit: float | None,
                  wait: float = SWEEP_WAIT_SECONDS) -> SweepStatus:
-    """Start (or find) the sweep of ``solver`` on ``graph`` and report on it."""
+    """Start (or find) the Pareto sweep of ``solver`` on ``graph``: one job per budget of its grid.
+
+    Waits up to ``wait`` seconds for the whole sweep before reporting how far it got.
+    """
     runner = sweep_runner()
-    return runner.status(runner.submit(graph, solver, options, time_limit), wait=wait)
+    budgets = budget_grid(graph, EXACT_SWEEP_POINTS if get_solver(solver).exact else SWEEP_POINTS)
+    source = portable(graph)
+    jobs = [runner.submit((graph.content_hash, solver, b, options, time_limit), sweep_point_job, source, solver, b,
+                          options, time_limit) for b in budgets]
+    if wait > 0 and jobs:
+        jobs[-1].wait(wait)
+    try:
+        points = [_result(job, 0) for job in jobs]
+    except RematError as e:
+        return SweepStatus(None, sum(j.ready() for j in jobs), len(jobs), error=str(e))
+    done = sum(p is not None for p in points)
+    if done < len(jobs):
+        return SweepStatus(None, done, len(jobs))
+    curve = ParetoCurve(solver=solver, options=dict(options), points=tuple(sorted(points, key=lambda p: p.budget)),
+                        base_cost=checkpoint_all_cost(graph))
+    return SweepStatus(curve, done, len(jobs))
 
 
 # -- figures and views ------------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def sweep_status(graph: ComputeGraph, solver: str, options: tuple, time_limit: f
 def timeline_figures(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
                      time_limit: float | None, lifetime_rows: int) -> tuple[dict, dict]:
     """The animated memory timeline and the lifetime chart of one solve, as plotly dicts."""
-    outcome = solve_outcome(graph_key, _graph, solver, budget, options, time_limit)
+    outcome = solve_outcome(_graph, solver, budget, options, time_limit)
     if outcome.schedule is None:
         raise ValueError("timeline_figures needs a feasible solve; check solve_outcome first")
     return (memory_timeline_figure(_graph, outcome.schedule).to_dict(),

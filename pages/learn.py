@@ -52,12 +52,12 @@ with budget_column:
                            value=(lower + (peak - lower) * 0.35) / unit, step=0.25, key="w_learn_budget")
 budget = int(budget_mib * unit)
 options = options_key(state.options_of(chosen))
-outcome = solve_outcome(graph.content_hash, graph, chosen, budget, options, state.time_limit())
+outcome = solve_outcome(graph, chosen, budget, options, state.time_limit())
 if outcome.schedule is None and outcome.smallest_feasible is not None:
     st.warning(f"{plain(chosen)} finds no schedule within {format_bytes(budget)} ({plain(outcome.infeasible)}); "
                f"the lesson continues at the smallest budget it can meet, {format_bytes(outcome.smallest_feasible)}.")
     budget = outcome.smallest_feasible
-    outcome = solve_outcome(graph.content_hash, graph, chosen, budget, options, state.time_limit())
+    outcome = solve_outcome(graph, chosen, budget, options, state.time_limit())
 if outcome.schedule is None:
     st.warning(f"{plain(chosen)} finds no schedule for this example: {plain(outcome.infeasible or outcome.error)}. "
                f"Pick another solver or a larger budget.")

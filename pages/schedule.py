@@ -4,7 +4,7 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import options_key, solve_outcome, sweep_status
+from explorer.cache import SOLVE_WAIT_SECONDS, options_key, solve_outcome, sweep_status
 from explorer.frame import require_entry
 from explorer.widgets import (budget_scale, budget_slider, compare_picker, comparison_csv, estimate_metrics,
                               option_widgets, outcome_message, percent, plain, schedule_download, schedule_metrics,
@@ -36,6 +36,11 @@ with st.expander("Solver options and time limit", icon=":material/settings:"):
     time_limit_input()
 
 
+POLL_SECONDS = 0.5
+SWEEP_GLANCE_SECONDS = 0.3
+"""How long a slider move waits for a running sweep before showing its progress instead."""
+
+
 def solver_settings(name: str) -> tuple[tuple, float | None]:
     return options_key(state.options_of(name)), state.time_limit()
 
@@ -54,22 +59,27 @@ def budget_and_results() -> None:
     options, limit = solver_settings(primary)
     metrics_box = st.empty()
     ready = sweep_status(graph, primary, options, limit, wait=0)
-    if ready.curve is not None and (point := ready.curve.fitting_point(budget)) is not None:
-        estimate_metrics(metrics_box.container(), point, budget)
-    outcome = solve_outcome(graph.content_hash, graph, primary, budget, options, limit)
+    outcome = solve_outcome(graph, primary, budget, options, limit, wait=SOLVE_WAIT_SECONDS)
     with metrics_box.container():
-        if outcome.schedule is not None:
+        if outcome is None:
+            point = ready.curve.fitting_point(budget) if ready.curve is not None else None
+            if point is not None:
+                estimate_metrics(st, point, budget)
+            st.caption(f"Solving {plain(primary)} exactly at {format_bytes(budget)}…"
+                       + (" (≈: the sweep's schedule at the largest budget below, which fits)" if point else ""))
+        elif outcome.schedule is not None:
             schedule_metrics(st, outcome.schedule, budget)
         else:
             outcome_message(outcome, primary, budget, ready.curve.smallest_feasible() if ready.curve else None,
                             button_key="schedule_use_smallest")
 
-    outcomes = {name: solve_outcome(graph.content_hash, graph, name, budget, *solver_settings(name))
+    outcomes = {name: solve_outcome(graph, name, budget, *solver_settings(name), wait=SOLVE_WAIT_SECONDS)
                 for name in solvers}
     if len(solvers) > 1:
         st.dataframe([comparison_row(name, outcomes[name]) for name in solvers], hide_index=True, width="stretch")
 
-    statuses = {name: sweep_status(graph, name, *solver_settings(name)) for name in solvers}
+    statuses = {name: sweep_status(graph, name, *solver_settings(name), wait=SWEEP_GLANCE_SECONDS)
+                for name in solvers}
     curves = [s.curve for s in statuses.values() if s.curve is not None]
     for name, status in statuses.items():
         if status.error:
@@ -78,16 +88,18 @@ def budget_and_results() -> None:
             st.progress(status.done / max(status.total, 1),
                         text=f"Sweeping {plain(name)}: {status.done} of {status.total} budgets solved…")
     if curves:
-        current = {name: o.schedule.stats["overhead"] if o.schedule is not None else None
+        current = {name: o.schedule.stats["overhead"] if o is not None and o.schedule is not None else None
                    for name, o in outcomes.items()}
         st.plotly_chart(pareto_figure(curves, lower_bound=summary.lower_bound,
                                       checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget,
                                       current=current), key="schedule_pareto")
         st.caption("Each point is a solve at that budget, measured by the simulator; stars are the exact results at "
                    "the current budget. Below the lower bound (shaded) no schedule fits.")
+    if any(o is None for o in outcomes.values()) or len(curves) < len(solvers):
+        wait_for_results(solvers, budget)
     exports = st.columns([1, 1, 4])
     with exports[0]:
-        if outcome.schedule is not None:
+        if outcome is not None and outcome.schedule is not None:
             schedule_download(outcome.schedule, key="schedule_download")
     with exports[1]:
         if curves:
@@ -97,8 +109,8 @@ def budget_and_results() -> None:
 
 
 def comparison_row(name: str, outcome) -> dict:
-    if outcome.schedule is None:
-        status = "error" if outcome.error else "infeasible"
+    if outcome is None or outcome.schedule is None:
+        status = "solving…" if outcome is None else ("error" if outcome.error else "infeasible")
         return {"solver": name, "status": status, "peak": None, "overhead": None, "recomputed": None,
                 "solve ms": None}
     stats = outcome.schedule.stats
@@ -107,15 +119,12 @@ def comparison_row(name: str, outcome) -> dict:
             "recomputed": stats["recomputed_nodes"], "solve ms": round(stats["solve_seconds"] * 1e3, 1)}
 
 
-budget_and_results()
+@st.fragment(run_every=POLL_SECONDS)
+def wait_for_results(solvers: list[str], budget: int) -> None:
+    """While exact solves or sweeps run in the background, look again every half second; rerun when done."""
+    if all(solve_outcome(graph, name, budget, *solver_settings(name), wait=0) is not None
+           and sweep_status(graph, name, *solver_settings(name), wait=0).curve is not None for name in solvers):
+        st.rerun()
 
-pending = [name for name in [state.solver(), *state.compared()]
-           if sweep_status(graph, name, *solver_settings(name), wait=0).curve is None
-           and not sweep_status(graph, name, *solver_settings(name), wait=0).error]
-if pending:
-    @st.fragment(run_every=1.0)
-    def wait_for_sweeps() -> None:
-        """Rerun the page once every pending sweep has finished."""
-        if all(sweep_status(graph, name, *solver_settings(name), wait=0).curve is not None for name in pending):
-            st.rerun()
-    wait_for_sweeps()
+
+budget_and_results()

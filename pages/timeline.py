@@ -22,7 +22,7 @@ st.title("Timeline")
 graph = state.graph()
 solver, budget = state.solver(), state.budget()
 options = options_key(state.options_of(solver))
-outcome = solve_outcome(graph.content_hash, graph, solver, budget, options, state.time_limit())
+outcome = solve_outcome(graph, solver, budget, options, state.time_limit())
 if outcome.schedule is None:
     outcome_message(outcome, solver, budget)
     st.page_link(page_path("schedule"), label="Choose another budget or solver", icon=":material/tune:")

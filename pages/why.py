@@ -23,7 +23,7 @@ summary = graph_summary(graph)
 solver, budget = state.solver(), state.budget()
 options = options_key(state.options_of(solver))
 limit = state.time_limit()
-outcome = solve_outcome(graph.content_hash, graph, solver, budget, options, limit)
+outcome = solve_outcome(graph, solver, budget, options, limit)
 if outcome.schedule is None:
     outcome_message(outcome, solver, budget)
     st.stop()
@@ -88,7 +88,7 @@ scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)
 other_key = "w_why_other_budget"
 other = other_budget_slider(scale, other_key, "Budget B (A is the current budget)",
                             default=budget + max(summary.checkpoint_all_peak - budget, 0) // 2)
-other_outcome = solve_outcome(graph.content_hash, graph, solver, other, options, limit)
+other_outcome = solve_outcome(graph, solver, other, options, limit)
 if other_outcome.schedule is None:
     outcome_message(other_outcome, solver, other)
 else:
