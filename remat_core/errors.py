@@ -35,6 +35,15 @@ class SolverOptionError(RematError, ValueError):
     """A solver option that the solver does not declare, or a value outside its range."""
 
 
+class DecompositionError(RematError, ValueError):
+    """A tree or path decomposition that cannot be built, read or trusted.
+
+    Raised for an unknown method, a graph above the exact method's size limit, a malformed
+    decomposition document, or a decomposition that breaks one of the three properties
+    (:func:`remat_core.decompose.validate` names which one and where).
+    """
+
+
 class InvalidSchedule(RematError):
     """A schedule that breaks a simulator rule.
 
