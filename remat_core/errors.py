@@ -44,6 +44,13 @@ class DecompositionError(RematError, ValueError):
     """
 
 
+class SolverLimitExceeded(RematError):
+    """A solver stopped at one of its declared limits (a compute-op cap, a search budget).
+
+    The message names the limit, the option that raises it and what else would work.
+    """
+
+
 class InvalidSchedule(RematError):
     """A schedule that breaks a simulator rule.
 
