@@ -287,21 +287,27 @@ class _EvictingReplay:
     def _materialize(self, target: int, step: int, target_reason: Any) -> None:
         """Compute ``target`` at source step ``step``, recomputing its evicted ancestors first.
 
-        The evicted ancestors (reached through not-resident nodes) are computed in topological
-        order, each input locked until its last reader among them has run: linear in their number,
-        where recomputing each input separately could be exponential (a grid's paths).
+        The evicted ancestors (reached through not-resident nodes) are computed in a depth-first
+        post-order from the target, each input locked until its last reader among them has run:
+        linear in their number (recomputing each input separately could be exponential: a grid's
+        paths), and one input's recomputation finishes before the next begins, so their working
+        sets do not pile up.
         """
         graph = self.graph
-        pinned, preds = graph.pinned, graph.pred_idx
-        closure = {target}
-        stack = [target]
+        pinned, preds, position = graph.pinned, graph.pred_idx, self.topo_position
+        order: list[int] = []
+        seen = {target}
+        stack = [(target, iter(sorted(preds[target], key=position.__getitem__, reverse=True)))]
         while stack:
-            v = stack.pop()
-            for p in preds[v]:
-                if not pinned[p] and not self.resident[p] and p not in closure:
-                    closure.add(p)
-                    stack.append(p)
-        order = sorted(closure, key=self.topo_position.__getitem__)
+            node, pending = stack[-1]
+            for p in pending:
+                if not pinned[p] and not self.resident[p] and p not in seen:
+                    seen.add(p)
+                    stack.append((p, iter(sorted(preds[p], key=position.__getitem__, reverse=True))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
         first_reader: dict[int, int] = {}
         for v in order:
             for p in preds[v]:

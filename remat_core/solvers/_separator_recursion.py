@@ -40,6 +40,9 @@ IndexedOp = tuple[str, int]
 DEFAULT_MAX_COMPUTES = 2_000_000
 """Compute ops the recursion may emit before it stops with :class:`SolverLimitExceeded`."""
 
+PURE_REUSE_COMPUTES_PER_NODE = 40
+"""A budget-aware run also replays the pure recursion when it is at most this many computes per node."""
+
 
 @dataclass(frozen=True)
 class Hierarchy:
@@ -497,19 +500,23 @@ class HierarchyPlan:
 
 
 def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, *, solver: str,
-                        budget_aware: bool, max_computes: int) -> HierarchyPlan:
+                        budget_aware: bool, max_computes: int, other_sources: bool = True) -> HierarchyPlan:
     """Run the recursion (and, budget-aware, the post-passes) and return the cheapest plan that fits.
 
     Pure (``budget_aware=False``): the recursion exactly as the paper states it; InfeasibleBudget
     when its peak exceeds the budget (its peak is then the smallest feasible budget it knows).
 
-    Budget-aware, the candidates are: the recursion with the fits-budget rule, tightened; the same
-    ops replayed as demands that reuse whatever the budget can hold
-    (:func:`~remat_core.postpass.evict_to_budget` with ``reuse=True``: cost falls smoothly to
-    checkpoint-all as the budget grows); and, when the recursion is over budget, the eviction
-    post-pass on it and then on checkpoint-all. The cheapest that fits wins; InfeasibleBudget only
-    when none does. A recursion past ``max_computes`` is replaced by checkpoint-all (the strategy
-    says so).
+    Budget-aware, three sources are scheduled: the recursion with the fits-budget rule; the pure
+    recursion (when it stays under :data:`PURE_REUSE_COMPUTES_PER_NODE` computes per node); and
+    checkpoint-all. Each source yields candidates: itself, tightened, if it fits; its ops replayed
+    as demands that reuse whatever the budget can hold (:func:`~remat_core.postpass.evict_to_budget`
+    with ``reuse=True``: cost falls smoothly towards checkpoint-all as the budget grows); and, when
+    it is over budget, the eviction post-pass on it. The cheapest candidate that fits wins and
+    ``strategy`` names it; InfeasibleBudget only when none fits. The pure recursion's demands do not
+    depend on the budget, which keeps the answer close to monotone in the budget. A recursion past
+    ``max_computes`` is replaced by checkpoint-all (the strategy says so). ``other_sources=False``
+    schedules the budget-aware recursion alone (for a caller that compares several hierarchies and
+    adds the other sources once).
 
     Raises
     ------
@@ -527,36 +534,48 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
             raise InfeasibleBudget(budget, peak, solver, f"the pure recursion (budget_aware=False) peaks at {peak:,} "
                                                          f"bytes; budget_aware=True adapts to the budget")
         return HierarchyPlan(ops, why, "pure recursion", peak, cost)
+    baseline = checkpoint_all_cost(graph)
+    sources = []  # (name, ops, reasons, passes): the passes worth running on each source
     try:
-        source, source_why = SeparatorRemat(graph, hierarchy, budget, max_computes, solver).run()
-        name = "recursion"
+        sources.append(("recursion",) + SeparatorRemat(graph, hierarchy, budget, max_computes, solver).run()
+                       + (("tighten", "reuse", "evict"),))
     except SolverLimitExceeded as limit:
-        source, source_why = _indexed_checkpoint_all(graph)
-        name = f"checkpoint-all ({limit})"
+        sources.append((f"checkpoint-all ({limit})",) + _indexed_checkpoint_all(graph) + (("tighten", "evict"),))
     candidates: list[HierarchyPlan] = []
-    tight, tight_why = tighten_indexed(graph, source, source_why)
-    tight_peak, tight_cost = measure(graph, tight)
-    if tight_peak <= budget:
-        candidates.append(HierarchyPlan(tight, tight_why, name, tight_peak, tight_cost))
-    attempts = []
-    if tight_peak > budget or tight_cost > checkpoint_all_cost(graph):
-        attempts.append((f"{name}, reusing what the budget can hold", source, source_why, True))
-    if tight_peak > budget:
-        attempts.append((f"{name} + eviction post-pass", source, source_why, False))
-        if name == "recursion":
-            attempts.append(("checkpoint-all + eviction post-pass",) + _indexed_checkpoint_all(graph) + (False,))
-    failures = []
-    for strategy, attempt_ops, attempt_why, reuse in attempts:
-        try:
-            ops, why = evict_to_budget_indexed(graph, attempt_ops, attempt_why, budget, solver, reuse=reuse)
-        except InfeasibleBudget as e:
-            failures.append(f"{strategy}: {e.detail}")
-            continue
-        candidates.append(HierarchyPlan(ops, why, strategy, *measure(graph, ops)))
-        if not reuse:
-            break
+    failures: list[str] = []
+    smallest = checkpoint_all_peak(graph)
+    pure_cap = min(max_computes, PURE_REUSE_COMPUTES_PER_NODE * len(graph))
+    while sources:
+        name, source_ops, source_why, passes = sources.pop(0)
+        if "tighten" in passes:
+            tight, tight_why = tighten_indexed(graph, source_ops, source_why)
+            peak, cost = measure(graph, tight)
+            smallest = min(smallest, peak)
+            if peak <= budget:
+                candidates.append(HierarchyPlan(tight, tight_why, name, peak, cost))
+                if cost <= baseline:
+                    break  # nothing is cheaper than computing each node once
+                passes = tuple(p for p in passes if p != "evict")
+        for kind in passes:
+            if kind == "tighten":
+                continue
+            reuse = kind == "reuse"
+            strategy = f"{name}, reusing what the budget can hold" if reuse else f"{name} + eviction post-pass"
+            try:
+                ops, why = evict_to_budget_indexed(graph, source_ops, source_why, budget, solver, reuse=reuse)
+            except InfeasibleBudget as e:
+                failures.append(f"{strategy}: {e.detail}")
+                continue
+            candidates.append(HierarchyPlan(ops, why, strategy, *measure(graph, ops)))
+        if name == "recursion" and other_sources:
+            try:
+                sources.append(("pure recursion",) + SeparatorRemat(graph, hierarchy, None, pure_cap, solver).run()
+                               + (("tighten", "reuse"),))
+            except SolverLimitExceeded as limit:
+                failures.append(f"pure recursion: skipped ({limit})")
+            sources.append(("checkpoint-all",) + _indexed_checkpoint_all(graph) + (("evict",),))
     if not candidates:
-        raise InfeasibleBudget(budget, min(tight_peak, checkpoint_all_peak(graph)), solver, "; ".join(failures))
+        raise InfeasibleBudget(budget, smallest, solver, "; ".join(failures))
     return min(candidates, key=lambda plan: plan.cost)
 
 

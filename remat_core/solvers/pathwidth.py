@@ -89,7 +89,7 @@ def pathwidth_linear(graph: ComputeGraph, budget: int, *, time_limit: float | No
         hierarchy, cuts = segment_hierarchy(graph, decomposition, count)
         try:
             plan = plan_over_hierarchy(graph, budget, hierarchy, solver="pathwidth-linear", budget_aware=budget_aware,
-                                       max_computes=DEFAULT_MAX_COMPUTES)
+                                       max_computes=DEFAULT_MAX_COMPUTES, other_sources=count == counts[-1])
         except InfeasibleBudget as e:
             failures.append(f"{count} segments: {e.detail}")
             if e.smallest_feasible is not None:
@@ -106,10 +106,15 @@ def pathwidth_linear(graph: ComputeGraph, budget: int, *, time_limit: float | No
 
 
 def _segment_counts(bags: int, rule: int) -> list[int]:
-    """Segment counts a budget-aware run compares: 1, and the sqrt rule times 1/8 .. 4 (at most bags / 2)."""
-    counts = {1, rule}
+    """Segment counts a budget-aware run compares: 1, and the sqrt rule times 1/8 .. 4 (at most bags / 2).
+
+    The sqrt rule comes last: its run also schedules the pure recursion and checkpoint-all as
+    further sources (once for all counts).
+    """
+    counts = {1}
     for scale in (0.125, 0.25, 0.5, 2.0, 4.0):
         count = int(round(rule * scale))
         if 2 <= count <= max(2, bags // 2):
             counts.add(count)
-    return sorted(counts)
+    counts.discard(rule)
+    return sorted(counts) + [rule]
