@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any, Callable, Sequence
 
 from .budget import parse_budget
+from .decompose import KINDS, PATH_METHODS, TREE_HEURISTICS, decompose, separator_tree
 from .errors import InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
 from .graph import ComputeGraph
 from .io import load_graph, load_schedule, save_schedule
@@ -141,6 +142,24 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- decompose --------------------------------------------------------------------------------------
+
+def add_decompose_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("decompose", help="a tree or path decomposition of the graph's skeleton (pinned nodes left "
+                                         "out), with its separator tree, as JSON")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--kind", choices=KINDS, default="tree", help="tree (default) or path decomposition")
+    p.add_argument("--heuristic", default=None,
+                   help=f"tree: {', '.join(TREE_HEURISTICS)} (default min_degree); "
+                        f"path: {', '.join(PATH_METHODS)} (default best)")
+
+
+def cmd_decompose(args: argparse.Namespace) -> int:
+    decomposition = decompose(load_graph(args.graph), args.kind, args.heuristic)
+    _print_json(decomposition.to_json(separator_tree(decomposition)))
+    return EXIT_OK
+
+
 # -- entry point ------------------------------------------------------------------------------------
 
 COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]]] = {
@@ -148,6 +167,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable
     "simulate": (add_simulate_parser, cmd_simulate),
     "info": (add_info_parser, cmd_info),
     "solvers": (add_solvers_parser, cmd_solvers),
+    "decompose": (add_decompose_parser, cmd_decompose),
 }
 
 

@@ -209,11 +209,16 @@ def tighten_indexed(graph: ComputeGraph, ops: Sequence[IndexedOp],
             u = ops[c][1]
             f = pair[c]
             out_ops.append((FREE, u))
-            if f >= 0 and kept_computes_before[f] == kept_computes_before[i + 1]:
-                out_reasons.append(reasons[f])  # nothing computed in between: the free kept its place
+            if f >= 0 and (kept_computes_before[f] == kept_computes_before[i + 1] or _is_eviction(reasons[f])):
+                out_reasons.append(reasons[f])  # it kept its place, or it is an eviction (still why it goes)
             else:
                 out_reasons.append(PassReason("last-use", u, v if last_read[c] >= 0 else None))
     return out_ops, out_reasons
+
+
+def _is_eviction(why: Any) -> bool:
+    rule = why.rule if isinstance(why, PassReason) else why.get("rule") if isinstance(why, dict) else None
+    return rule == "evict"
 
 
 # -- evict to budget --------------------------------------------------------------------------------
