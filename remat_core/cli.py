@@ -16,7 +16,8 @@ import sys
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from .budget import parse_budget
+from .budget import format_bytes, parse_budget
+from .cost_models import COST_MODELS
 from .decompose import KINDS, PATH_METHODS, TREE_HEURISTICS, decompose, separator_tree
 from .errors import InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
 from .graph import ComputeGraph
@@ -142,6 +143,63 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- trace ----------------------------------------------------------------------------------------
+
+TRACE_LEVELS = ("op", "module")
+
+
+def add_trace_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trace", help="trace a model's training step (forward, loss, backward) into a graph file",
+                       description="MODEL is a zoo model (see --list), a .onnx file (a forward graph, given a "
+                                   "backward pass unless --forward-only) or a .pt2 file saved by torch.export.save.")
+    p.add_argument("model", nargs="?", help="zoo model name, .onnx file or .pt2 file")
+    p.add_argument("--model", dest="factory", metavar="PACKAGE.MODULE:FACTORY",
+                   help="your own model instead: factory(**options) returns (module, example_inputs[, loss]); this "
+                        "imports and runs your code")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's own)")
+    p.add_argument("--level", choices=TRACE_LEVELS, default="op",
+                   help="op: one node per ATen op (default); module: one node per module call per pass")
+    p.add_argument("--cost", choices=COST_MODELS, default="flops",
+                   help="node costs: flops (default), unit, bytes (memory traffic), measured (CPU seconds)")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a zoo model option (image_size=128, depth=4), an ONNX symbolic dimension, or a factory "
+                        "keyword (repeatable)")
+    p.add_argument("--forward-only", action="store_true", help="ONNX: keep the forward graph as it is")
+    p.add_argument("--list", action="store_true", help="list the zoo models and their options, then exit")
+    p.add_argument("-o", "--output", metavar="GRAPH.json", help="where to write the remat-graph JSON")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from .errors import TraceError
+    from .io import save_graph
+
+    if args.list:
+        _print_zoo()
+        return EXIT_OK
+    if not args.output:
+        raise TraceError(args.model or args.factory or "the model", "no output file", hint="add -o GRAPH.json")
+    from .sources import trace_source
+
+    graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
+                         options=_option_args(args.option), forward_only=args.forward_only)
+    save_graph(graph, args.output)
+    kinds = Counter(n.kind for n in graph.nodes)
+    sys.stderr.write(f"wrote {args.output}: {len(graph)} nodes ({kinds['forward'] + kinds['loss']} forward, "
+                     f"{kinds['backward']} backward, {sum(graph.pinned)} pinned), {len(graph.edges)} edges, "
+                     f"checkpoint-all peak {format_bytes(checkpoint_all_peak(graph))}\n")
+    return EXIT_OK
+
+
+def _print_zoo() -> None:
+    from .zoo import REGISTRY
+
+    for spec in REGISTRY.values():
+        options = ", ".join(f"{o.name}={o.default} [{o.minimum}..{o.maximum}]" for o in spec.options)
+        sys.stdout.write(f"{spec.name:<13} {spec.reference_params:>12,} params  {spec.description}\n"
+                         f"{'':<13} options: {options}\n")
+
+
 # -- decompose --------------------------------------------------------------------------------------
 
 def add_decompose_parser(sub: argparse._SubParsersAction) -> None:
@@ -167,6 +225,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable
     "simulate": (add_simulate_parser, cmd_simulate),
     "info": (add_info_parser, cmd_info),
     "solvers": (add_solvers_parser, cmd_solvers),
+    "trace": (add_trace_parser, cmd_trace),
     "decompose": (add_decompose_parser, cmd_decompose),
 }
 
