@@ -60,3 +60,14 @@ def structured_graphs(draw, max_nodes: int = 24) -> ComputeGraph:
     nodes = [Node(n.id, draw(st.integers(1, 30)), 0.0 if n.pinned else float(draw(st.integers(1, 9))), n.kind,
                   n.pinned) for n in shape.nodes]
     return ComputeGraph(nodes, shape.edges, shape.outputs, name=shape.name)
+
+
+@st.composite
+def training_graphs(draw, max_forward: int = 10) -> ComputeGraph:
+    """The training graph (:func:`remat_core.with_backward`) of a random forward DAG whose pinned input trains."""
+    from remat_core import with_backward
+    from remat_core.generators import random_dag
+
+    forward = random_dag(draw(st.integers(1, max_forward)), draw(st.floats(0.05, 0.5)), max_mem=40, max_cost=9,
+                         seed=draw(st.integers(0, 10_000)))
+    return with_backward(forward, trainable=["in0"])

@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import compute_graphs, structured_graphs
+from strategies import compute_graphs, structured_graphs, training_graphs
 
 from remat_core import ComputeGraph, DecompositionError, Node
 from remat_core.decompose import (EXACT_MAX_VERTICES, PATH_METHODS, TREE_HEURISTICS, Decomposition, decompose,
@@ -175,6 +175,12 @@ def test_every_decomposition_passes_validate_on_random_dags(graph):
 
 @given(structured_graphs())
 def test_every_decomposition_passes_validate_on_structured_graphs(graph):
+    for d in every_decomposition(graph):
+        validate(d, graph)
+
+
+@given(training_graphs())
+def test_every_decomposition_passes_validate_on_training_graphs(graph):
     for d in every_decomposition(graph):
         validate(d, graph)
 

@@ -5,7 +5,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import compute_graphs, structured_graphs
+from strategies import compute_graphs, structured_graphs, training_graphs
 
 from remat_core import (DecompositionError, InfeasibleBudget, SolverLimitExceeded, checkpoint_all_cost,
                         checkpoint_all_peak, memory_lower_bound, simulate, solve)
@@ -41,6 +41,20 @@ def test_valid_on_k_trees_series_parallel_and_training_chains(graph, fraction, b
     budget = max(memory_lower_bound(graph), int(checkpoint_all_peak(graph) * fraction))
     for solver in SOLVERS:
         solve_or_infeasible(graph, budget, solver, budget_aware=budget_aware)
+
+
+@given(training_graphs(), st.floats(0.0, 1.2), st.booleans())
+def test_valid_on_training_graphs_of_random_dags(graph, fraction, budget_aware):
+    budget = max(memory_lower_bound(graph), int(checkpoint_all_peak(graph) * fraction))
+    for solver in SOLVERS:
+        solve_or_infeasible(graph, budget, solver, budget_aware=budget_aware)
+
+
+@given(training_graphs())
+def test_bounds_hold_on_training_graphs_of_random_dags(graph):
+    for solver in ("treewidth", "pathwidth"):
+        _check_pure_bounds(graph, solver)
+    _check_linear_bounds(graph)
 
 
 @pytest.mark.parametrize("solver", SOLVERS)

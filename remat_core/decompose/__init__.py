@@ -14,6 +14,8 @@ One module per job: :mod:`.tree` (networkx heuristics and the front door to :mod
 with pinned nodes left out (:mod:`._skeleton`).
 """
 
+from ..errors import DecompositionError
+from ..graph import ComputeGraph
 from .exact import EXACT_MAX_VERTICES
 from .model import DECOMPOSITION_FORMAT, Decomposition
 from .path import PATH_METHODS, path_decomposition
@@ -24,7 +26,7 @@ from .validate import validate
 KINDS = ("tree", "path")
 
 
-def decompose(graph, kind: str = "tree", heuristic: str | None = None) -> Decomposition:
+def decompose(graph: ComputeGraph, kind: str = "tree", heuristic: str | None = None) -> Decomposition:
     """One front door for both kinds: ``kind="tree"`` takes a tree heuristic, ``"path"`` a path method.
 
     Raises
@@ -32,8 +34,6 @@ def decompose(graph, kind: str = "tree", heuristic: str | None = None) -> Decomp
     DecompositionError
         For an unknown kind, heuristic or method.
     """
-    from ..errors import DecompositionError
-
     if kind == "tree":
         return tree_decomposition(graph, heuristic or "min_degree")
     if kind == "path":

@@ -47,8 +47,6 @@ def exact_tree_decomposition(sk: Skeleton, max_states: int = EXACT_MAX_STATES):
     V. Gogate and R. Dechter, "A complete anytime algorithm for treewidth", UAI 2004 (branch and
     bound over elimination orderings with simplicial rules).
     """
-    from .tree import elimination_decomposition
-
     n = len(sk)
     if n > EXACT_MAX_VERTICES:
         raise DecompositionError(f"exact treewidth is limited to {EXACT_MAX_VERTICES} non-pinned nodes; this graph "
@@ -151,19 +149,19 @@ def _minor_min_width(adjacency: list[int], remaining: int) -> int:
 
 def _min_fill_order(adjacency: list[int], remaining: int) -> tuple[int, list[int]]:
     """Greedy min-fill elimination ordering of ``remaining`` and its width: the starting upper bound."""
-    adj = list(adjacency)
+    adj = [a & remaining for a in adjacency]
     order, width = [], 0
     while remaining:
-        def fill(v: int) -> tuple[int, int]:
-            nv = adj[v] & remaining
-            missing = sum((nv & ~adj[u] & ~(1 << u)).bit_count() for u in _bits(nv)) // 2
-            return missing, nv.bit_count()
-        v = min(_bits(remaining), key=fill)
-        width = max(width, (adj[v] & remaining).bit_count())
-        adj = _eliminate([a & remaining for a in adj], v)
+        v = _min_fill_vertex(adj, remaining)
+        width = max(width, adj[v].bit_count())
+        adj = _eliminate(adj, v)
         remaining &= ~(1 << v)
         order.append(v)
     return width, order
+
+
+def _min_fill_vertex(adjacency: list[int], remaining: int) -> int:
+    return min(_bits(remaining), key=lambda v: (_fill_in(adjacency, v), adjacency[v].bit_count()))
 
 
 class _Search:
@@ -222,3 +220,27 @@ class _Search:
 def _fill_in(adjacency: list[int], v: int) -> int:
     nv = adjacency[v]
     return sum((nv & ~adjacency[u] & ~(1 << u)).bit_count() for u in _bits(nv)) // 2
+
+
+def elimination_decomposition(neighbours: list[set[int]] | tuple, order: list[int]) -> tuple[list[frozenset[int]],
+                                                                                           list[tuple[int, int]]]:
+    """The tree decomposition of an elimination ordering (fill edges added as vertices go).
+
+    Bag i is ``{order[i]}`` plus its neighbours when it is eliminated; it hangs under the bag of
+    the first of those neighbours to be eliminated later (or under the next bag when it has none,
+    which keeps the bags one tree without breaking any vertex's connectivity).
+    """
+    position = {v: i for i, v in enumerate(order)}
+    adjacency = [set(n) for n in neighbours]
+    bags: list[frozenset[int]] = []
+    edges: list[tuple[int, int]] = []
+    for i, v in enumerate(order):
+        nbrs = adjacency[v]
+        bags.append(frozenset(nbrs | {v}))
+        for u in nbrs:
+            adjacency[u] |= nbrs
+            adjacency[u].discard(u)
+            adjacency[u].discard(v)
+        if i + 1 < len(order):
+            edges.append((i, min((position[u] for u in nbrs), default=i + 1)))
+    return bags, edges

@@ -119,27 +119,3 @@ def reduce_tree(bags: list[frozenset[int]], edges: list[tuple[int, int]]) -> tup
     new_edges = sorted({(min(renumber[a], renumber[b]), max(renumber[a], renumber[b]))
                         for a in keep for b in adjacency[a]})
     return [bags[i] for i in keep], new_edges
-
-
-def elimination_decomposition(neighbours: list[set[int]] | tuple, order: list[int]) -> tuple[list[frozenset[int]],
-                                                                                           list[tuple[int, int]]]:
-    """The tree decomposition of an elimination ordering (fill edges added as vertices go).
-
-    Bag i is ``{order[i]}`` plus its neighbours when it is eliminated; it hangs under the bag of
-    the first of those neighbours to be eliminated later (or under the next bag when it has none,
-    which keeps the bags one tree without breaking any vertex's connectivity).
-    """
-    position = {v: i for i, v in enumerate(order)}
-    adjacency = [set(n) for n in neighbours]
-    bags: list[frozenset[int]] = []
-    edges: list[tuple[int, int]] = []
-    for i, v in enumerate(order):
-        nbrs = adjacency[v]
-        bags.append(frozenset(nbrs | {v}))
-        for u in nbrs:
-            adjacency[u] |= nbrs
-            adjacency[u].discard(u)
-            adjacency[u].discard(v)
-        if i + 1 < len(order):
-            edges.append((i, min((position[u] for u in nbrs), default=i + 1)))
-    return bags, edges

@@ -30,10 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..errors import SolverLimitExceeded
+from ..decompose import Decomposition, SeparatorTree
+from ..errors import InfeasibleBudget, SolverLimitExceeded
 from ..graph import ComputeGraph
-from ..postpass import PassReason
-from ..schedule import COMPUTE, FREE, reason
+from ..postpass import PassReason, evict_to_budget_indexed, tighten_indexed
+from ..schedule import COMPUTE, FREE, Schedule, reason
+from ..simulate import checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak
 
 IndexedOp = tuple[str, int]
 
@@ -89,6 +91,7 @@ class Hierarchy:
 
     @property
     def height(self) -> int:
+        """The largest depth (0: the root alone)."""
         return max(self.depth)
 
     def homes(self, size: int) -> list[int]:
@@ -102,6 +105,7 @@ class Hierarchy:
         return home
 
     def request_bag(self, x: int, consumer: int | None) -> int | None:
+        """The decomposition bag that node x's requests for ``consumer`` are reported under."""
         label = self.request_bags[x]
         if isinstance(label, Mapping):
             return label.get(consumer) if consumer is not None else None
@@ -435,14 +439,14 @@ def _free_reason(ids: Sequence[str], why: tuple) -> dict[str, Any]:
 
 # -- hierarchies from decompositions --------------------------------------------------------------
 
-def separator_hierarchy(graph: ComputeGraph, decomposition, separators) -> Hierarchy:
+def separator_hierarchy(graph: ComputeGraph, decomposition: Decomposition, separators: SeparatorTree) -> Hierarchy:
     """The hierarchy of a decomposition's separator tree: one node per bag, named by its position."""
     bags = decomposition.bag_indices(graph)
     names = tuple({"frame": b} for b in range(len(bags)))
     return Hierarchy(bags, separators.children, separators.root, names, tuple(range(len(bags))))
 
 
-def segment_hierarchy(graph: ComputeGraph, decomposition, segments: int) -> tuple[Hierarchy, list[int]]:
+def segment_hierarchy(graph: ComputeGraph, decomposition: Decomposition, segments: int) -> tuple[Hierarchy, list[int]]:
     """The two-level hierarchy of ``pathwidth-linear``: the cut bags at the root, the segments below.
 
     The path's bags are cut at ``segments - 1`` bags chosen so that each segment introduces about
@@ -523,10 +527,6 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
     InfeasibleBudget
         With the smallest peak of a valid schedule the attempts built.
     """
-    from ..errors import InfeasibleBudget
-    from ..postpass import evict_to_budget_indexed, tighten_indexed
-    from ..simulate import checkpoint_all_cost, checkpoint_all_peak
-
     if not budget_aware:
         ops, why = SeparatorRemat(graph, hierarchy, None, max_computes, solver).run()
         peak, cost = measure(graph, ops)
@@ -579,10 +579,9 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
     return min(candidates, key=lambda plan: plan.cost)
 
 
-def schedule_from_plan(graph: ComputeGraph, hierarchy: Hierarchy, plan: HierarchyPlan, info: Mapping[str, Any]):
+def schedule_from_plan(graph: ComputeGraph, hierarchy: Hierarchy, plan: HierarchyPlan,
+                       info: Mapping[str, Any]) -> Schedule:
     """The plan as a :class:`~remat_core.schedule.Schedule` with reason objects and ``solver_info``."""
-    from ..schedule import Schedule
-
     ids = graph.ids
     solver_info = {**info, "separator_height": hierarchy.height, "strategy": plan.strategy}
     return Schedule.from_ops([(a, ids[v]) for a, v in plan.ops], materialize_reasons(graph, hierarchy, plan.ops,
@@ -591,7 +590,7 @@ def schedule_from_plan(graph: ComputeGraph, hierarchy: Hierarchy, plan: Hierarch
 
 
 def solve_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, *, solver: str,
-                         budget_aware: bool, max_computes: int, info: Mapping[str, Any]):
+                         budget_aware: bool, max_computes: int, info: Mapping[str, Any]) -> Schedule:
     """:func:`plan_over_hierarchy`, then :func:`schedule_from_plan`."""
     plan = plan_over_hierarchy(graph, budget, hierarchy, solver=solver, budget_aware=budget_aware,
                                max_computes=max_computes)
@@ -618,7 +617,5 @@ def measure(graph: ComputeGraph, ops: Sequence[IndexedOp]) -> tuple[int, float]:
 
 
 def _indexed_checkpoint_all(graph: ComputeGraph) -> tuple[list[IndexedOp], list[Any]]:
-    from ..simulate import checkpoint_all_ops
-
     id_ops, why = checkpoint_all_ops(graph)
     return [(a, graph.index[v]) for a, v in id_ops], why

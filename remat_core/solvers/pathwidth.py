@@ -48,7 +48,8 @@ def pathwidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
 
 @register("pathwidth-linear", "Cut a path decomposition into ~sqrt(n) segments, keep the cut bags, recompute one "
                               "segment at a time (each node O(1) times).",
-          exact=False, reference=REFERENCE + "; T. Chen et al., \"Training Deep Nets with Sublinear Memory Cost\", 2016",
+          exact=False,
+          reference=REFERENCE + "; T. Chen et al., \"Training Deep Nets with Sublinear Memory Cost\", 2016",
           options=(BUDGET_AWARE, METHOD,
                    Option("segments", int, 0, "number of segments (0: sqrt(n / (width + 1)), or, budget-aware, "
                                               "the cheapest that fits)", low=0)))
