@@ -55,7 +55,7 @@ def path_decomposition(graph: ComputeGraph, method: str = "best", *, tree_heuris
     tree_heuristic : str
         The tree decomposition ``from_tree`` walks (a :data:`~.tree.TREE_HEURISTICS` name).
     local_search_moves : int
-        Attempts of the local search that follows (0: none).
+        Attempts of the local search that follows (0: none), at most ten per vertex.
     seed : int
         Seed of the local search's random choices (results are deterministic for a seed).
 
@@ -385,7 +385,7 @@ def local_search(profile: OrderingProfile, order: list[int], attempts: int, rng:
     sizes = profile.sizes(current)
     best = _objective(sizes)
     ptr = profile.neighbour_ptr
-    for _ in range(attempts):
+    for _ in range(min(attempts, 10 * profile.size)):
         pos, last = profile.spans(current)
         widest = np.flatnonzero(sizes == sizes.max())
         at = int(widest[rng.randrange(len(widest))])

@@ -20,9 +20,10 @@ never requested. See ``docs/algorithms.md`` for the memory and compute bounds of
 Reasons are recorded as compact tuples while the recursion runs and turned into the foundation's
 reason objects at the end (:func:`materialize_reasons`): compute ops get ``rule``
 (``separator-request``, ``separator-leaf``, ``fits-budget``), ``bag`` (the separator bag whose
-request opened the frame), ``consumer`` (the vertex whose inputs were requested), ``depth`` and
-``frame`` (the bag of the frame that computed it) or ``segment``; frees get ``rule``
-(``request-served``, ``frame-done``, ``last-use``), ``bag`` and ``consumer``.
+request opened the frame), ``consumer`` (the vertex whose inputs were requested), ``depth``,
+``occurrence`` (1: first computation) and ``frame`` (the bag of the frame that computed it) or
+``segment``; frees get ``rule`` (``request-served``, ``frame-done``, ``frame-release``,
+``last-use``), ``bag`` and ``consumer``. ARCHITECTURE.md documents the fields for the app.
 """
 
 from __future__ import annotations
