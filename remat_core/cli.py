@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from .budget import format_bytes, parse_budget
 from .cost_models import COST_MODELS
+from .decompose import KINDS, PATH_METHODS, TREE_HEURISTICS, decompose, separator_tree
 from .errors import InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
 from .graph import ComputeGraph
 from .io import load_graph, load_schedule, save_schedule
@@ -246,6 +247,21 @@ def cmd_execute(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: gradients differ from checkpoint-all by {difference:.3g} (largest gradient "
                          f"{scale:.3g}, tolerance {args.tolerance:g} relative)\n")
         return EXIT_INVALID_SCHEDULE
+# -- decompose --------------------------------------------------------------------------------------
+
+def add_decompose_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("decompose", help="a tree or path decomposition of the graph's skeleton (pinned nodes left "
+                                         "out), with its separator tree, as JSON")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--kind", choices=KINDS, default="tree", help="tree (default) or path decomposition")
+    p.add_argument("--heuristic", default=None,
+                   help=f"tree: {', '.join(TREE_HEURISTICS)} (default min_degree); "
+                        f"path: {', '.join(PATH_METHODS)} (default best)")
+
+
+def cmd_decompose(args: argparse.Namespace) -> int:
+    decomposition = decompose(load_graph(args.graph), args.kind, args.heuristic)
+    _print_json(decomposition.to_json(separator_tree(decomposition)))
     return EXIT_OK
 
 
@@ -258,6 +274,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable
     "solvers": (add_solvers_parser, cmd_solvers),
     "trace": (add_trace_parser, cmd_trace),
     "execute": (add_execute_parser, cmd_execute),
+    "decompose": (add_decompose_parser, cmd_decompose),
 }
 
 
