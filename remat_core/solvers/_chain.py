@@ -407,15 +407,19 @@ def _stage_figures(chain: Chain) -> StageFigures:
         own_after = after & frozenset(stage.forward)
         cols["advance_first"][k] = local_peak(graph, stage.advance, before, before | own_after)
         cols["advance_next"][k] = local_peak(graph, stage.advance, before, after)
-        cols["tape_peak"][k] = local_peak(graph, stage.taped, before, before | stage.tape | own_after)
+        # After its last reader in a step, an instance of A_{k-1} is needed again only by a backward
+        # group (later work recomputes what it needs): keep only what groups k and earlier read.
+        input_for_groups = frozenset(v for v in before if chain.read_later(v, k + 1))
+        cols["tape_peak"][k] = local_peak(graph, stage.taped, before,
+                                          (before & after) | input_for_groups | stage.tape | own_after)
         cols["tape_extra"][k] = sum(mem[v] for v in stage.tape | own_after)
-        cols["leaf_peak"][k] = local_peak(graph, stage.leaf, before, before | stage.tape)
+        cols["leaf_peak"][k] = local_peak(graph, stage.leaf, before, input_for_groups | stage.tape)
         read = {u for b in stage.backward for u in graph.pred_idx[b] if not graph.pinned[u]}
         frontier_read = {u for u in read if u not in before and u not in stage.tape and u not in stage.backward}
         unread_frontier = chain.frontier_bytes[k - 1] - sum(mem[u] for u in frontier_read)
-        keep = before | {v for v in (*stage.tape, *frontier_read, *stage.backward) if chain.read_later(v, k)}
-        cols["backward_peak"][k] = unread_frontier + local_peak(
-            graph, stage.backward, before | stage.tape | frozenset(frontier_read), frozenset(keep))
+        resident = before | stage.tape | frozenset(frontier_read)
+        keep = frozenset(v for v in (*resident, *stage.backward) if chain.read_later(v, k))
+        cols["backward_peak"][k] = unread_frontier + local_peak(graph, stage.backward, resident, keep)
         cols["advance_cost"][k] = sum(graph.cost[v] for v in stage.advance)
         cols["tape_cost"][k] = sum(graph.cost[v] for v in stage.taped)
         cols["leaf_cost"][k] = sum(graph.cost[v] for v in stage.leaf)
