@@ -7,8 +7,8 @@ from strategies import compute_graphs
 from remat_core import ComputeGraph, Node, simulate
 from remat_core.generators import training_chain
 from remat_core.scheduling import ops_from_computes
-from remat_core.solvers._chain import (Leaf, Split, Tape, linear_chain, local_peak, measure_plan, plan_computes,
-                                       tape_chain)
+from remat_core.solvers._chain import linear_chain, local_peak
+from remat_core.solvers._plans import Leaf, Split, Tape, measure_plan, plan_computes, tape_chain
 
 
 def ids(graph, nodes):

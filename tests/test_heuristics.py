@@ -3,7 +3,6 @@
 import math
 from functools import lru_cache
 
-import numpy as np
 import pytest
 from bruteforce import optimal_cost
 from hypothesis import given, settings
@@ -14,7 +13,8 @@ from remat_core import (ComputeGraph, InfeasibleBudget, Node, checkpoint_all_pea
                         solve)
 from remat_core.generators import layered_training_chain, training_chain
 from remat_core.solvers import dtr as dtr_module
-from remat_core.solvers._chain import linear_chain, plan_computes
+from remat_core.solvers._chain import linear_chain
+from remat_core.solvers._plans import plan_computes
 from remat_core.solvers.griewank import binomial_splits, forward_steps, optimal_splits, revolve_plan
 
 HEURISTICS = ("chen-sqrt", "chen-greedy", "griewank", "rotor", "dtr", "dtr-eq", "lru", "largest-first", "greedy-size")

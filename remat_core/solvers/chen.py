@@ -28,15 +28,12 @@ from typing import Sequence
 
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from ._chain import (SEGMENTATIONS, Candidate, Chain, Plan, Split, best_candidate, checkpoint_all_if_it_fits,
-                     linear_chain, measure_plan, tape_chain)
+from ._chain import Chain, linear_chain
+from ._plans import (SEGMENTATION_OPTION, Candidate, Plan, Split, best_candidate, checkpoint_all_if_it_fits,
+                     measure_plan, tape_chain)
 from .base import Option, register
 
 _REFERENCE = "Chen, Xu, Zhang, Guestrin, Training Deep Nets with Sublinear Memory Cost, arXiv:1604.06174, 2016"
-_SEGMENTATION = Option("segmentation", str, "auto", "stage boundaries: cut vertices of the forward order "
-                                                    "('articulation'), every gap of a linearisation ('linear'), "
-                                                    "or cut vertices when there are enough ('auto')",
-                       choices=SEGMENTATIONS)
 
 
 def segment_plan(chain: Chain, checkpoints: Sequence[int]) -> Plan:
@@ -97,7 +94,7 @@ def _greedy_candidates(chain: Chain, thresholds: int) -> list[Candidate]:
 
 @register("chen-sqrt", "Chen's sqrt(n) segments: checkpoint every sqrt(L)-th stage boundary (articulation points "
                        "or a linearisation), recompute each segment once.",
-          options=(_SEGMENTATION,), reference=_REFERENCE)
+          options=(SEGMENTATION_OPTION,), reference=_REFERENCE)
 def chen_sqrt(graph: ComputeGraph, budget: int, *, time_limit: float | None = None,
               segmentation: str = "auto") -> Schedule:
     """Chen's sqrt(n) checkpointing.
@@ -141,7 +138,7 @@ def chen_sqrt(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
 
 @register("chen-greedy", "Chen's greedy segments: checkpoint when a segment's memory passes a threshold; the "
                          "cheapest threshold within the budget.",
-          options=(_SEGMENTATION, Option("thresholds", int, 40, "segment-memory thresholds tried (geometric range)",
+          options=(SEGMENTATION_OPTION, Option("thresholds", int, 40, "segment-memory thresholds tried (geometric range)",
                                          low=2, high=1000)),
           reference=_REFERENCE)
 def chen_greedy(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, segmentation: str = "auto",

@@ -14,7 +14,7 @@ On a graph the steps are the stages of :mod:`._chain`, every stage counting as o
 its cost (revolve's objective is the number of forward steps). How many slots a sub-chain has
 depends on the memory left to it: the gradients held during the backward pass are larger than
 during the first forward sweep, and a graph's stages differ in size. So the solver does not fix
-``c``: it runs the plan table of :mod:`._chain` with unit step costs, allowing only the binomial
+``c``: it runs the plan table of :mod:`._plan_table` with unit step costs, allowing only the binomial
 splits (those optimal for some slot count), and lets each sub-chain take the one its memory
 affords. With uniform memory this is revolve exactly; it is optimal for chains of unit-cost steps.
 
@@ -33,9 +33,9 @@ from math import comb
 
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from ._chain import Leaf, Plan, Split, best_candidate, checkpoint_all_if_it_fits, linear_chain, plan_table, table_candidates
+from ._plan_table import TABLE_OPTIONS, solve_with_table
+from ._plans import SEGMENTATION_OPTION, Leaf, Plan, Split
 from .base import register
-from .rotor import STAGE_OPTIONS
 
 
 def repetition_number(steps: int, slots: int) -> int:
@@ -117,7 +117,7 @@ def revolve_plan(s: int, t: int, slots: int) -> Plan:
 
 @register("griewank", "Binomial checkpointing (revolve) over the stage chain: binomial splits, each sub-chain with "
                       "the checkpoint slots its memory affords; optimal for chains of unit-cost steps.",
-          options=STAGE_OPTIONS, reference="Griewank, Walther, Algorithm 799: revolve, ACM TOMS 26(1), 2000")
+          options=(SEGMENTATION_OPTION, *TABLE_OPTIONS), reference="Griewank, Walther, Algorithm 799: revolve, ACM TOMS 26(1), 2000")
 def griewank(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, segmentation: str = "auto",
              max_stages: int = 64, memory_slots: int = 400) -> Schedule:
     """Revolve on the stage chain: the fewest forward steps with binomial splits, within the budget.
@@ -152,10 +152,6 @@ def griewank(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     Griewank, Walther, "Algorithm 799: revolve", ACM TOMS 26(1), 2000.
     """
     del time_limit
-    fits = checkpoint_all_if_it_fits(graph, budget, "griewank")
-    if fits is not None:
-        return fits
-    table = plan_table(linear_chain(graph, segmentation, max_stages, merge_tail=True), memory_slots, unit_steps=True,
-                       split_sizes=binomial_splits)
-    return best_candidate(graph, budget, "griewank", table_candidates(graph, table, budget, "griewank"),
-                          f"no binomial plan over {table.chain.length} stages fits")
+    return solve_with_table(graph, budget, "griewank", segmentation=segmentation, max_stages=max_stages,
+                            memory_slots=memory_slots, unit_steps=True, split_sizes=binomial_splits,
+                            merge_tail=True)

@@ -9,7 +9,7 @@ run the backward groups ``t..s`` in reverse within ``m`` bytes:
                       min_{s <= j < t} advance s..j + C(j+1, t, m - |A_{s-1}|) + C(s, j, m) ) (Split)
 
 each term allowed only when its peak fits ``m``, with the gradient frontier resident on entry to
-group ``t`` counted in every peak (:class:`._chain.PlanTable`). The table is filled once per graph
+group ``t`` counted in every peak (:class:`._plan_table.PlanTable`). The table is filled once per graph
 for every memory level up to the checkpoint-all peak, so a budget sweep costs one table. On a
 chain (one tensor per stage) the figures are exact and the result is optimal over all schedules;
 on other graphs the stages of :mod:`._chain` are an approximation and the simulator has the last
@@ -25,24 +25,14 @@ from __future__ import annotations
 
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from ._chain import SEGMENTATIONS, best_candidate, checkpoint_all_if_it_fits, linear_chain, plan_table, table_candidates
-from .base import Option, register
-
-STAGE_OPTIONS = (
-    Option("segmentation", str, "auto", "stage boundaries: cut vertices of the forward order ('articulation'), "
-                                        "every gap of a linearisation ('linear'), or cut vertices when there are "
-                                        "enough ('auto')", choices=SEGMENTATIONS),
-    Option("max_stages", int, 64, "merge stages beyond this many (the table costs O(L^3 x memory_slots))",
-           low=1, high=512),
-    Option("memory_slots", int, 400, "memory levels of the table, up to the checkpoint-all peak", low=8,
-           high=100000),
-)
-"""The options of the table-based chain solvers (``rotor``, ``griewank``)."""
+from ._plan_table import TABLE_OPTIONS, solve_with_table
+from ._plans import SEGMENTATION_OPTION
+from .base import register
 
 
 @register("rotor", "Rotor's dynamic program for heterogeneous chains (per-stage costs, checkpoint and tape sizes); "
                    "optimal on chains.",
-          options=STAGE_OPTIONS,
+          options=(SEGMENTATION_OPTION, *TABLE_OPTIONS),
           reference="Beaumont et al., Optimal checkpointing for heterogeneous chains, arXiv:1911.13214, 2019")
 def rotor(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, segmentation: str = "auto",
           max_stages: int = 64, memory_slots: int = 400) -> Schedule:
@@ -78,9 +68,5 @@ def rotor(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, 
     Beaumont et al., "Optimal checkpointing for heterogeneous chains", 2019.
     """
     del time_limit
-    fits = checkpoint_all_if_it_fits(graph, budget, "rotor")
-    if fits is not None:
-        return fits
-    table = plan_table(linear_chain(graph, segmentation, max_stages), memory_slots)
-    return best_candidate(graph, budget, "rotor", table_candidates(graph, table, budget, "rotor"),
-                          f"no plan of Rotor's table over {table.chain.length} stages fits")
+    return solve_with_table(graph, budget, "rotor", segmentation=segmentation, max_stages=max_stages,
+                            memory_slots=memory_slots)
