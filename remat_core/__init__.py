@@ -23,3 +23,11 @@ __all__ = ["BudgetError", "ComputeGraph", "GraphError", "InfeasibleBudget", "Inv
            "UnknownSolver", "checkpoint_all_cost", "checkpoint_all_peak", "format_bytes", "get_solver",
            "list_solvers", "load_graph", "load_schedule", "memory_lower_bound", "parse_budget", "parse_graph",
            "save_graph", "save_schedule", "simulate", "solve", "sweep"]
+
+# Getting real models in. Importing onnx_import registers its ``.onnx`` loader with load_graph;
+# the tracer (remat_core.trace) and the zoo (remat_core.zoo) need PyTorch and are imported on demand.
+from . import onnx_import  # noqa: E402,F401
+from .backward import with_backward  # noqa: E402
+from .errors import TraceError, ZooError  # noqa: E402
+
+__all__ += ["TraceError", "ZooError", "with_backward"]

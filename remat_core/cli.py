@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from .budget import format_bytes, parse_budget
 from .compare import ComparisonRow, compare, pareto_optimal, sweep_budgets
+from .cost_models import COST_MODELS
 from .errors import BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
 from .graph import ComputeGraph
 from .io import load_graph, load_schedule, save_schedule
@@ -229,6 +230,63 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
     return "\n".join(out)
 
 
+# -- trace ----------------------------------------------------------------------------------------
+
+TRACE_LEVELS = ("op", "module")
+
+
+def add_trace_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trace", help="trace a model's training step (forward, loss, backward) into a graph file",
+                       description="MODEL is a zoo model (see --list), a .onnx file (a forward graph, given a "
+                                   "backward pass unless --forward-only) or a .pt2 file saved by torch.export.save.")
+    p.add_argument("model", nargs="?", help="zoo model name, .onnx file or .pt2 file")
+    p.add_argument("--model", dest="factory", metavar="PACKAGE.MODULE:FACTORY",
+                   help="your own model instead: factory(**options) returns (module, example_inputs[, loss]); this "
+                        "imports and runs your code")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's own)")
+    p.add_argument("--level", choices=TRACE_LEVELS, default="op",
+                   help="op: one node per ATen op (default); module: one node per module call per pass")
+    p.add_argument("--cost", choices=COST_MODELS, default="flops",
+                   help="node costs: flops (default), unit, bytes (memory traffic), measured (CPU seconds)")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a zoo model option (image_size=128, depth=4), an ONNX symbolic dimension, or a factory "
+                        "keyword (repeatable)")
+    p.add_argument("--forward-only", action="store_true", help="ONNX: keep the forward graph as it is")
+    p.add_argument("--list", action="store_true", help="list the zoo models and their options, then exit")
+    p.add_argument("-o", "--output", metavar="GRAPH.json", help="where to write the remat-graph JSON")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from .errors import TraceError
+    from .io import save_graph
+
+    if args.list:
+        _print_zoo()
+        return EXIT_OK
+    if not args.output:
+        raise TraceError(args.model or args.factory or "the model", "no output file", hint="add -o GRAPH.json")
+    from .sources import trace_source
+
+    graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
+                         options=_option_args(args.option), forward_only=args.forward_only)
+    save_graph(graph, args.output)
+    kinds = Counter(n.kind for n in graph.nodes)
+    sys.stderr.write(f"wrote {args.output}: {len(graph)} nodes ({kinds['forward'] + kinds['loss']} forward, "
+                     f"{kinds['backward']} backward, {sum(graph.pinned)} pinned), {len(graph.edges)} edges, "
+                     f"checkpoint-all peak {format_bytes(checkpoint_all_peak(graph))}\n")
+    return EXIT_OK
+
+
+def _print_zoo() -> None:
+    from .zoo import REGISTRY
+
+    for spec in REGISTRY.values():
+        options = ", ".join(f"{o.name}={o.default} [{o.minimum}..{o.maximum}]" for o in spec.options)
+        sys.stdout.write(f"{spec.name:<13} {spec.reference_params:>12,} params  {spec.description}\n"
+                         f"{'':<13} options: {options}\n")
+
+
 # -- entry point ------------------------------------------------------------------------------------
 
 COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]]] = {
@@ -238,6 +296,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable
     "solvers": (add_solvers_parser, cmd_solvers),
     "compare": (add_compare_parser, cmd_compare),
     "sweep": (add_sweep_parser, cmd_sweep),
+    "trace": (add_trace_parser, cmd_trace),
 }
 
 
