@@ -379,36 +379,35 @@ class EvictionEngine:
                 self.pending[u] -= 1
 
     def materialize(self, target: int) -> None:
-        """Compute ``target`` for the first time, recomputing missing inputs on demand (recursively)."""
-        # Frames: [node, consumer, locked inputs]. An explicit stack: recomputation chains can be long.
-        stack: list[list] = [[target, None, []]]
-        self._lock_resident_inputs(stack[-1])
+        """Compute ``target`` for the first time, recomputing missing inputs on demand (recursively).
+
+        As in the paper's ``PerformOp``, the inputs are taken in order: each is recomputed if it is
+        not resident, then locked, so an input further down the list may still be evicted (and
+        recomputed when its turn comes) while an earlier one is being recomputed.
+        """
+        # Frames: [node, consumer, locked inputs, next input]. An explicit stack: chains can be long.
+        stack: list[list] = [[target, None, [], 0]]
         while stack:
             frame = stack[-1]
-            v = frame[0]
-            missing = next((u for u in self.preds[v] if self.state[u] != RESIDENT), None)
-            if missing is not None:
-                child = [missing, v, []]
-                self._lock_resident_inputs(child)
-                stack.append(child)
+            v, _, locked, i = frame
+            inputs = self.preds[v]
+            if i < len(inputs):
+                u = inputs[i]
+                if self.state[u] == RESIDENT:
+                    self.locks[u] += 1
+                    locked.append(u)
+                    frame[3] = i + 1
+                else:
+                    stack.append([u, v, [], 0])
                 continue
             self._compute(v, frame[1])
             stack.pop()
-            for u in frame[2]:
+            for u in locked:
                 self.locks[u] -= 1
-            if stack:  # v is an input of the frame below: hold it until that one is computed
-                self.locks[v] += 1
-                stack[-1][2].append(v)
-            for u in frame[2]:
+            for u in locked:
                 self._release_if_dead(u, v)
             if not stack:
                 self._release_if_dead(v, None)
-
-    def _lock_resident_inputs(self, frame: list) -> None:
-        for u in self.preds[frame[0]]:
-            if self.state[u] == RESIDENT:
-                self.locks[u] += 1
-                frame[2].append(u)
 
     def run(self) -> Schedule:
         """The whole graph, in topological order; the schedule of everything that happened."""
