@@ -159,10 +159,11 @@ class DTREquivalence(_DTRScore):
     name = "dtr-eq"
 
     def __init__(self, size: int):
-        self.parent = np.arange(size)
-        self.size = np.ones(size, dtype=np.int64)
-        self.class_cost = np.zeros(size)
-        self.counted = np.zeros(size, dtype=bool)
+        # Plain lists: union-find works one element at a time, where numpy scalars are slow.
+        self.parent = list(range(size))
+        self.size = [1] * size
+        self.class_cost = [0.0] * size
+        self.counted = [False] * size
 
     def find(self, v: int) -> int:
         parent = self.parent
@@ -171,7 +172,7 @@ class DTREquivalence(_DTRScore):
             root = parent[root]
         while parent[v] != root:
             parent[v], v = root, parent[v]
-        return int(root)
+        return root
 
     def union(self, a: int, b: int) -> None:
         ra, rb = self.find(a), self.find(b)
@@ -188,7 +189,7 @@ class DTREquivalence(_DTRScore):
             return  # classes are never split: a recomputed tensor keeps its class and its cost in it
         if not self.counted[v]:
             self.counted[v] = True
-            self.class_cost[self.find(v)] += engine.cost[v]
+            self.class_cost[self.find(v)] += float(engine.cost[v])
         for u in (*engine.preds[v], *engine.succs[v]):
             if engine.state[u] == EVICTED:
                 self.union(v, u)
@@ -197,7 +198,7 @@ class DTREquivalence(_DTRScore):
         state = engine.state
         roots = {self.find(u) for u in (*engine.preds[t], *engine.succs[t]) if state[u] == EVICTED}
         dead_parents = sum(engine.cost[u] for u in engine.preds[t] if state[u] == DEAD)
-        return float(sum(self.class_cost[r] for r in roots)) + dead_parents
+        return sum(self.class_cost[r] for r in roots) + float(dead_parents)
 
     def explain(self, score, count):
         return f"evicted: h_DTR^eq={score:.4g} smallest among {count} candidates (union-find neighbourhood)"
@@ -418,7 +419,7 @@ class EvictionEngine:
             "evictions": sum(1 for r in self.reasons if r["rule"] == f"{self.policy.name}-evict")})
 
 
-_MAX_COMPUTES = Option("max_recompute_factor", int, 50, "give up after this many computations per node (eviction "
+_MAX_COMPUTES = Option("max_recompute_factor", int, 10, "give up after this many computations per node (eviction "
                                                         "can thrash near the smallest feasible budget)",
                        low=1, high=100000)
 
@@ -430,7 +431,7 @@ def _run(graph: ComputeGraph, budget: int, policy: EvictionPolicy, factor: int) 
 @register("dtr", "Dynamic Tensor Rematerialization, simulated: evict the smallest h_DTR = (cost + evicted "
                  "neighbourhood) / (memory x staleness), recompute on demand.",
           options=(_MAX_COMPUTES,), reference=_REFERENCE)
-def dtr(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, max_recompute_factor: int = 50
+def dtr(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, max_recompute_factor: int = 10
         ) -> Schedule:
     """DTR with the exact evicted neighbourhood.
 
@@ -466,7 +467,7 @@ def dtr(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, ma
 
 @register("dtr-eq", "DTR with the union-find approximation of the evicted neighbourhood (equivalence classes).",
           options=(_MAX_COMPUTES,), reference=_REFERENCE)
-def dtr_eq(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, max_recompute_factor: int = 50
+def dtr_eq(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, max_recompute_factor: int = 10
            ) -> Schedule:
     """DTR with ``e*`` approximated by equivalence classes of evicted tensors (see :class:`DTREquivalence`).
 
@@ -482,7 +483,7 @@ def dtr_eq(graph: ComputeGraph, budget: int, *, time_limit: float | None = None,
 
 @register("lru", "Evict the least recently used tensor, recompute on demand (the DTR engine).",
           options=(_MAX_COMPUTES,), reference=_REFERENCE)
-def lru(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, max_recompute_factor: int = 50
+def lru(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, max_recompute_factor: int = 10
         ) -> Schedule:
     """Least-recently-used eviction on the DTR engine (a baseline of the DTR paper). Parameters as :func:`dtr`."""
     del time_limit
@@ -492,7 +493,7 @@ def lru(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, ma
 @register("largest-first", "Evict the largest resident tensor, recompute on demand (the DTR engine).",
           options=(_MAX_COMPUTES,), reference=_REFERENCE)
 def largest_first(graph: ComputeGraph, budget: int, *, time_limit: float | None = None,
-                  max_recompute_factor: int = 50) -> Schedule:
+                  max_recompute_factor: int = 10) -> Schedule:
     """Largest-first eviction on the DTR engine (a baseline of the DTR paper). Parameters as :func:`dtr`."""
     del time_limit
     return _run(graph, budget, LargestFirst(), max_recompute_factor)

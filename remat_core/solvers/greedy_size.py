@@ -184,11 +184,11 @@ class _Walk:
 
 @register("greedy-size", "XLA's size-greedy rematerialization: at each over-budget point, move or recompute the "
                          "largest live tensor before its next use.",
-          options=(Option("max_recompute_factor", int, 50, "give up after this many computations per node",
+          options=(Option("max_recompute_factor", int, 10, "give up after this many computations per node",
                           low=1, high=100000),),
           reference="XLA HloRematerialization; compared against in Kumar et al., NeurIPS 2019")
 def greedy_size(graph: ComputeGraph, budget: int, *, time_limit: float | None = None,
-                max_recompute_factor: int = 50) -> Schedule:
+                max_recompute_factor: int = 10) -> Schedule:
     """XLA's greedy rematerialization over the topological order.
 
     Parameters
