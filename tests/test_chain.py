@@ -7,7 +7,7 @@ from strategies import compute_graphs
 from remat_core import ComputeGraph, Node, simulate
 from remat_core.generators import training_chain
 from remat_core.scheduling import ops_from_computes
-from remat_core.solvers._chain import linear_chain, local_peak
+from remat_core.solvers._chain import chains, linear_chain, local_peak
 from remat_core.solvers._plans import Leaf, Split, Tape, measure_plan, plan_computes, tape_chain
 
 
@@ -47,13 +47,19 @@ def test_cut_vertices_of_a_diamond():
     assert [ids(g, chain.boundaries[k]) for k in range(4)] == [[], ["a"], ["d"], []]
 
 
-def test_too_few_cut_vertices_linearise_with_live_sets():
-    # a long skip a -> e: only the gap after a is a cut, fewer than sqrt(5)
+def test_linearisation_keeps_live_sets_and_auto_tries_both():
+    # a long skip a -> e: only the gap after a is a cut
     g = graph_of([("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("a", "e")])
-    chain = linear_chain(g)
+    chain = linear_chain(g, "linear")
     assert chain.segmentation == "linear" and chain.length == 5
     assert ids(g, chain.boundaries[2]) == ["a", "b"]
     assert sorted(ids(g, chain.boundaries[3])) == ["a", "c"]
+    assert [c.segmentation for c in chains(g, "auto")] == ["articulation", "linear"]
+    assert [c.length for c in chains(g, "auto")] == [2, 5]
+    # on a plain chain every gap is a cut: one chain to try, not two
+    assert len(chains(training_chain(4), "auto")) == 1
+    with pytest.raises(ValueError, match="segmentation must be one of"):
+        chains(g, "zigzag")
 
 
 def test_skip_gradient_joins_the_latest_group_that_has_its_inputs():

@@ -11,8 +11,9 @@ into that shape and measures it; :mod:`._plans` builds schedules on it.
    crossed by the *live set* ``A_g``: forward values computed at or before ``g`` and read by a
    forward node after it. A gap crossed by at most the node just before it is a cut vertex of the
    order, an articulation point that splits the forward graph into a before and an after (the
-   candidates Checkmate uses for Chen's baselines). When there are too few, every gap is a
-   candidate and a boundary keeps its whole live set (the *linearised* graph).
+   candidates Checkmate uses for Chen's baselines). In the *linearised* graph every gap is a
+   boundary and keeps its whole live set (what Checkmate does where there are too few
+   articulation points); :func:`chains` gives solvers both.
 3. *Stages.* Chosen boundaries cut the forward order into stages ``1..L``; ``A_k`` is the live
    set after stage ``k`` (``A_0`` is empty: only pinned inputs precede stage 1).
 4. *Backward groups.* Each backward node joins the latest group at which all it reads is at hand:
@@ -44,7 +45,7 @@ from ..graph import ComputeGraph
 from ..scheduling import needed_topological_order
 
 SEGMENTATIONS = ("auto", "articulation", "linear")
-"""How boundaries are found: cut vertices when there are enough ("auto"), always, or every gap."""
+"""How boundaries are found: at cut vertices, at every gap, or both tried ("auto": see :func:`chains`)."""
 
 
 # -- the chain --------------------------------------------------------------------------------------
@@ -142,17 +143,40 @@ class Chain:
         return _stage_figures(self)
 
 
-def linear_chain(graph: ComputeGraph, segmentation: str = "auto", max_stages: int | None = None,
+def chains(graph: ComputeGraph, segmentation: str, max_stages: int | None = None,
+           merge_tail: bool = False) -> list[Chain]:
+    """The chains a solver should try: one per segmentation, both for "auto" (when they differ).
+
+    Neither segmentation is better on every graph: cut vertices give few coarse stages with small
+    boundaries, the linearisation many fine stages whose boundaries carry the skip connections.
+    Chain solvers measure a schedule on each and keep the cheapest within the budget.
+
+    Raises
+    ------
+    ValueError
+        For a segmentation that is not one of :data:`SEGMENTATIONS`.
+    """
+    if segmentation not in SEGMENTATIONS:
+        raise ValueError(f"segmentation must be one of {', '.join(SEGMENTATIONS)}, got {segmentation!r}")
+    names = ("articulation", "linear") if segmentation == "auto" else (segmentation,)
+    out: list[Chain] = []
+    for name in names:
+        chain = linear_chain(graph, name, max_stages, merge_tail)
+        if all(chain.boundaries != other.boundaries for other in out):
+            out.append(chain)
+    return out
+
+
+def linear_chain(graph: ComputeGraph, segmentation: str = "articulation", max_stages: int | None = None,
                  merge_tail: bool = False) -> Chain:
     """The graph as a chain of stages (cached on the graph).
 
     Parameters
     ----------
     graph : ComputeGraph
-    segmentation : {"auto", "articulation", "linear"}
-        Boundaries at cut vertices of the forward order ("articulation"), at every gap with its
-        whole live set ("linear"), or cut vertices when there are at least ``sqrt`` of the forward
-        nodes of them, else every gap ("auto").
+    segmentation : {"articulation", "linear"}
+        Boundaries at cut vertices of the forward order ("articulation"), or at every gap, each
+        keeping its whole live set ("linear").
     max_stages : int, optional
         Merge stages until there are at most this many, keeping in each stretch of equal forward
         cost the boundary with the smallest live set.
@@ -165,8 +189,8 @@ def linear_chain(graph: ComputeGraph, segmentation: str = "auto", max_stages: in
     -------
     Chain
     """
-    if segmentation not in SEGMENTATIONS:
-        raise ValueError(f"segmentation must be one of {', '.join(SEGMENTATIONS)}, got {segmentation!r}")
+    if segmentation not in SEGMENTATIONS[1:]:
+        raise ValueError(f"segmentation must be 'articulation' or 'linear', got {segmentation!r}")
     return graph.memo(f"chain:{segmentation}:{max_stages}:{merge_tail}",
                       lambda: _build_chain(graph, segmentation, max_stages, merge_tail))
 
@@ -194,11 +218,7 @@ def _build_chain(graph: ComputeGraph, segmentation: str, max_stages: int | None,
             if in_forward(u):
                 last_forward_reader[position[u]] = p
     gaps, cut_gaps, live_bytes = _gaps(graph, forward, last_forward_reader)
-    enough = max(1, math.isqrt(len(forward)))
-    if segmentation == "articulation" or (segmentation == "auto" and len(cut_gaps) >= enough):
-        used, candidates = "articulation", cut_gaps
-    else:
-        used, candidates = "linear", gaps
+    candidates = cut_gaps if segmentation == "articulation" else gaps
     chosen = _choose_boundaries(graph, forward, candidates, live_bytes, max_stages)
     stage_of, boundaries = _stages_of(forward, last_forward_reader, chosen)
     group = _backward_groups(graph, backward, stage_of, _available_until(forward, last_forward_reader, stage_of))
@@ -225,7 +245,7 @@ def _build_chain(graph: ComputeGraph, segmentation: str, max_stages: int | None,
                             _within_stage_ancestors(graph, nodes, tape | checkpoint), tape,
                             tuple(v for v in backward if group[v] == k)))
     frontier = _frontier_bytes(graph, length, minread, stage_of, group)
-    return Chain(graph, used, tuple(stages), tuple(boundaries), frontier, minread)
+    return Chain(graph, segmentation, tuple(stages), tuple(boundaries), frontier, minread)
 
 
 def _gaps(graph: ComputeGraph, forward: Sequence[int], last_forward_reader: Sequence[int]

@@ -20,7 +20,7 @@ import numpy as np
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import checkpoint_all_peak
-from ._chain import Chain, linear_chain
+from ._chain import Chain, chains
 from ._plans import Candidate, Leaf, Plan, Split, Tape, best_candidate, checkpoint_all_if_it_fits, measure_plan
 from .base import Option
 
@@ -225,7 +225,9 @@ def table_candidates(graph: ComputeGraph, table: PlanTable, budget: int, solver:
 def solve_with_table(graph: ComputeGraph, budget: int, solver: str, *, segmentation: str, max_stages: int,
                      memory_slots: int, unit_steps: bool = False, split_sizes: SplitSizes | None = None,
                      merge_tail: bool = False) -> Schedule:
-    """The table solvers' common body: checkpoint-all if it fits, else the table's plan at the budget, measured.
+    """The table solvers' common body: checkpoint-all if it fits, else the tables' plans at the budget, measured.
+
+    With ``segmentation="auto"`` there is a table per segmentation and the cheapest plan that fits wins.
 
     Raises
     ------
@@ -235,7 +237,8 @@ def solve_with_table(graph: ComputeGraph, budget: int, solver: str, *, segmentat
     fits = checkpoint_all_if_it_fits(graph, budget, solver)
     if fits is not None:
         return fits
-    table = plan_table(linear_chain(graph, segmentation, max_stages, merge_tail), memory_slots, unit_steps,
-                       split_sizes)
-    return best_candidate(graph, budget, solver, table_candidates(graph, table, budget, solver),
-                          f"no plan of the table over {table.chain.length} stages fits")
+    tables = [plan_table(chain, memory_slots, unit_steps, split_sizes)
+              for chain in chains(graph, segmentation, max_stages, merge_tail)]
+    candidates = (c for table in tables for c in table_candidates(graph, table, budget, solver))
+    stages = " or ".join(f"{t.chain.length} stages ({t.chain.segmentation})" for t in tables)
+    return best_candidate(graph, budget, solver, candidates, f"no plan of the table over {stages} fits")

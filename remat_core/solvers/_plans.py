@@ -30,9 +30,9 @@ from .base import Option
 
 SEGMENTATION_OPTION = Option(
     "segmentation", str, "auto", "stage boundaries: cut vertices of the forward order ('articulation'), every gap "
-                                 "of a linearisation ('linear'), or cut vertices when there are enough ('auto')",
+                                 "of a linearisation ('linear'), or both, keeping the cheaper schedule ('auto')",
     choices=SEGMENTATIONS)
-"""The option every chain solver takes (see :func:`._chain.linear_chain`)."""
+"""The option every chain solver takes (see :func:`._chain.chains`)."""
 
 
 # -- plans ------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ plus one segment; the cost is about one extra forward pass.
 
 On a general graph the segments are made of stages of :mod:`._chain`: cut vertices of the forward
 order (articulation points), or the gaps of a linearisation when there are too few, which is how
-Checkmate ran these baselines on non-linear networks.
+Checkmate ran these baselines on non-linear networks (``segmentation="auto"`` tries both and
+keeps the cheaper schedule).
 
 - ``chen-sqrt`` checkpoints every ``ceil(sqrt(L))``-th of the ``L`` stages: one fixed point on the
   memory/compute curve, used whatever the budget (infeasible when its peak exceeds it).
@@ -28,7 +29,7 @@ from typing import Sequence
 
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from ._chain import Chain, linear_chain
+from ._chain import Chain, chains
 from ._plans import (SEGMENTATION_OPTION, Candidate, Plan, Split, best_candidate, checkpoint_all_if_it_fits,
                      measure_plan, tape_chain)
 from .base import Option, register
@@ -107,7 +108,7 @@ def chen_sqrt(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     time_limit : float, optional
         Ignored: nothing is searched.
     segmentation : {"auto", "articulation", "linear"}
-        How stage boundaries are found (:func:`._chain.linear_chain`).
+        How stage boundaries are found (:func:`._chain.chains`; "auto" tries both).
 
     Returns
     -------
@@ -128,12 +129,12 @@ def chen_sqrt(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     fits = checkpoint_all_if_it_fits(graph, budget, "chen-sqrt")
     if fits is not None:
         return fits
-    chain = linear_chain(graph, segmentation)
-    candidate = graph.memo(f"chen-sqrt:{segmentation}", lambda: measure_plan(
+    candidates = [graph.memo(f"chen-sqrt:{chain.segmentation}", lambda chain=chain: measure_plan(
         chain, segment_plan(chain, sqrt_checkpoints(chain.length)), "chen-sqrt",
         checkpoints=len(sqrt_checkpoints(chain.length)), segmentation=chain.segmentation))
-    return best_candidate(graph, budget, "chen-sqrt", [candidate],
-                          f"the sqrt(n) segmentation of {chain.length} stages needs {candidate.peak:,} bytes")
+        for chain in chains(graph, segmentation)]
+    needs = " or ".join(f"{c.peak:,} bytes ({c.info['segmentation']})" for c in candidates)
+    return best_candidate(graph, budget, "chen-sqrt", candidates, f"the sqrt(n) segmentation needs {needs}")
 
 
 @register("chen-greedy", "Chen's greedy segments: checkpoint when a segment's memory passes a threshold; the "
@@ -153,7 +154,7 @@ def chen_greedy(graph: ComputeGraph, budget: int, *, time_limit: float | None = 
     time_limit : float, optional
         Ignored: the thresholds tried are fixed.
     segmentation : {"auto", "articulation", "linear"}
-        How stage boundaries are found.
+        How stage boundaries are found (:func:`._chain.chains`; "auto" tries both).
     thresholds : int
         How many thresholds to try, geometrically spaced from the smallest stage's memory to the
         whole forward pass's (each distinct segmentation is simulated once and cached).
@@ -177,7 +178,7 @@ def chen_greedy(graph: ComputeGraph, budget: int, *, time_limit: float | None = 
     fits = checkpoint_all_if_it_fits(graph, budget, "chen-greedy")
     if fits is not None:
         return fits
-    chain = linear_chain(graph, segmentation)
-    candidates = graph.memo(f"chen-greedy:{segmentation}:{thresholds}", lambda: _greedy_candidates(chain, thresholds))
+    candidates = [c for chain in chains(graph, segmentation) for c in graph.memo(
+        f"chen-greedy:{chain.segmentation}:{thresholds}", lambda chain=chain: _greedy_candidates(chain, thresholds))]
     return best_candidate(graph, budget, "chen-greedy", candidates,
-                          f"none of {len(candidates)} greedy segmentations of {chain.length} stages fits")
+                          f"none of {len(candidates)} greedy segmentations fits")

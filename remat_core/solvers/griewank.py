@@ -130,7 +130,7 @@ def griewank(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     time_limit : float, optional
         Ignored: the table is filled in full.
     segmentation : {"auto", "articulation", "linear"}
-        How stage boundaries are found (:func:`._chain.linear_chain`).
+        How stage boundaries are found (:func:`._chain.chains`; "auto" tries both).
     max_stages : int
         Stages beyond this many are merged.
     memory_slots : int

@@ -46,7 +46,7 @@ def rotor(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, 
     time_limit : float, optional
         Ignored: the table is filled in full.
     segmentation : {"auto", "articulation", "linear"}
-        How stage boundaries are found (:func:`._chain.linear_chain`).
+        How stage boundaries are found (:func:`._chain.chains`; "auto" tries both).
     max_stages : int
         Stages beyond this many are merged.
     memory_slots : int
