@@ -1,17 +1,19 @@
 """How fast are the heuristic solvers? Solve times at single budgets and over 40-budget sweeps.
 
-Run: PYTHONPATH=$PWD .venv/bin/python bench/heuristics.py [--graphs DIR] [--points 40] [--solvers a,b]
+Run: PYTHONPATH=$PWD .venv/bin/python bench/heuristics.py [--graphs PATH ...] [--no-generated] [--points 40]
+     [--solvers a,b]
 
 For each graph: the time of one solve at 70%, 50% and 30% of the checkpoint-all peak (the first
 solve of a chain solver includes building its stage chain and table, which later budgets reuse),
 and the total time of a sweep across ``--points`` budgets from the lower bound to the peak, which
-is what the app runs to draw a Pareto curve. ``--graphs`` adds every ``*.json`` graph of a folder
-(for example the Checkmate graphs in ../shared/graphs/checkmate).
+is what the app runs to draw a Pareto curve. ``--graphs`` adds graph files, or every training
+graph (``*_train_*.json``) of a folder such as the Checkmate graphs in ../shared/graphs/checkmate.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from pathlib import Path
 
@@ -22,17 +24,21 @@ from remat_core.generators import layered_training_chain, random_dag, training_c
 HEURISTICS = ("chen-sqrt", "chen-greedy", "griewank", "rotor", "dtr", "dtr-eq", "lru", "largest-first", "greedy-size")
 
 
-def _graphs(folder: str | None) -> list[ComputeGraph]:
-    import random
+def _generated() -> list[ComputeGraph]:
     rng = random.Random(0)
     n = 1000
-    graphs = [training_chain(1000, mem=2**20),
-              layered_training_chain([rng.randint(1, 64) * 2**16 for _ in range(n)],
-                                     [float(rng.randint(1, 20)) for _ in range(n)], name="layered-chain-1000"),
-              random_dag(2000, edge_probability=0.002, seed=1)]
-    if folder:
-        graphs += [load_graph(p) for p in sorted(Path(folder).glob("*_train_*.json"))]
-    return graphs
+    return [training_chain(n, mem=2**20),
+            layered_training_chain([rng.randint(1, 64) * 2**16 for _ in range(n)],
+                                   [float(rng.randint(1, 20)) for _ in range(n)], name="layered-chain-1000"),
+            random_dag(2 * n, edge_probability=0.002, seed=1)]
+
+
+def _files(paths: list[str]) -> list[ComputeGraph]:
+    out = []
+    for path in map(Path, paths):
+        files = sorted(path.glob("*_train_*.json")) if path.is_dir() else [path]
+        out += [load_graph(f) for f in files]
+    return out
 
 
 def _time_solve(graph: ComputeGraph, solver: str, budget: int) -> tuple[float, str]:
@@ -46,13 +52,14 @@ def _time_solve(graph: ComputeGraph, solver: str, budget: int) -> tuple[float, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--graphs", help="folder of extra graph files")
+    parser.add_argument("--graphs", nargs="*", default=[], help="graph files or folders of training graphs")
+    parser.add_argument("--no-generated", action="store_true", help="skip the generated 2,000-node graphs")
     parser.add_argument("--points", type=int, default=40)
     parser.add_argument("--solvers", default=",".join(HEURISTICS))
     args = parser.parse_args()
     solvers = args.solvers.split(",")
     print(f"{'graph':<36} {'nodes':>6} {'solver':<14} {'70%':>18} {'50%':>18} {'30%':>18} {'sweep s':>8}")
-    for graph in _graphs(args.graphs):
+    for graph in ([] if args.no_generated else _generated()) + _files(args.graphs):
         peak = checkpoint_all_peak(graph)
         for solver in solvers:
             cells = []

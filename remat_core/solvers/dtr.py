@@ -17,15 +17,17 @@ One engine (:class:`EvictionEngine`) runs every heuristic; they differ only in t
   recomputed (its descendants through evicted tensors).
 - ``dtr-eq``: the paper's cheap approximation: evicted tensors are merged into equivalence classes
   with their evicted neighbours (union-find, each class keeping its total cost), and ``e*(t)`` is
-  the union of the classes next to ``t``. Classes are never split when a member is recomputed, so
-  the estimate can only be too high.
+  the union of the classes next to ``t`` plus ``t``'s dead parents. Classes are never split when a
+  member is recomputed, so on the evicted tensors the estimate can only be too high; the dead
+  parents of evicted ancestors, which ``dtr`` counts, are not seen.
 - ``lru``: the tensor unused for longest. ``largest-first``: the biggest tensor (oldest first on ties).
 
-Speed: candidates are kept in an array with O(1) insertion and removal, and scores are computed
-for all of them at once with numpy. For ``dtr`` and ``dtr-eq`` the cost of the direct evicted
-neighbours is maintained incrementally; it gives a lower bound on each score, and the exact
-neighbourhood is computed only for candidates (in increasing order of the bound) until the bound
-exceeds the best exact score found.
+Speed: candidates are kept in an array with O(1) insertion and removal and scored with numpy.
+For ``dtr`` the cost of each tensor's direct evicted and dead neighbours is maintained
+incrementally; it bounds each score from below, so exact neighbourhoods (cached, and invalidated
+only where a state change can reach) are computed for candidates in increasing order of the
+bound until it exceeds the best exact score. For ``dtr-eq`` every tensor's class is kept in an
+array, so all candidates' estimates are one gather, de-duplication and sum.
 
 References
 ----------
@@ -57,6 +59,9 @@ class EvictionPolicy:
     uses_neighbourhood = False
     """Whether the engine must keep :attr:`EvictionEngine.neighbour_cost` up to date for it."""
 
+    def attach(self, engine: "EvictionEngine") -> None:
+        """Called once by the engine before it runs: set up per-tensor structures."""
+
     def on_change(self, engine: "EvictionEngine", v: int, before: int) -> None:
         """Called after tensor ``v`` changed state (from ``before`` to ``engine.state[v]``)."""
 
@@ -70,7 +75,12 @@ class EvictionPolicy:
 
 
 class _DTRScore(EvictionPolicy):
-    """``(c(t) + neighbourhood cost) / (m(t) * s(t))``, smallest first, by bound-and-refine."""
+    """``(c(t) + neighbourhood cost) / (m(t) * s(t))``, smallest first, by bound-and-refine.
+
+    The cost of each tensor's direct evicted and dead neighbours (kept by the engine) bounds the
+    neighbourhood cost from below; exact costs are computed in increasing order of the bound until
+    the bound reaches the best exact score.
+    """
 
     uses_neighbourhood = True
 
@@ -106,8 +116,8 @@ class DTR(_DTRScore):
 
     name = "dtr"
 
-    def __init__(self, size: int):
-        self.cached = np.full(size, np.nan)
+    def attach(self, engine):
+        self.cached = np.full(len(engine.state), np.nan)
 
     def on_change(self, engine, v, before):
         state, cached = engine.state, self.cached
@@ -153,35 +163,40 @@ class DTR(_DTRScore):
         return f"evicted: h_DTR={score:.4g} smallest among {count} candidates"
 
 
-class DTREquivalence(_DTRScore):
-    """``h_DTR`` with ``e*`` approximated by union-find classes of evicted tensors."""
+class DTREquivalence(EvictionPolicy):
+    """``h_DTR`` with ``e*`` approximated by union-find classes of evicted tensors.
+
+    Each class keeps its members' total cost. A tensor's estimate is the sum over the distinct
+    classes of its evicted neighbours, plus its dead parents. Every tensor's class is kept in an
+    array (a union relabels the smaller class), so the scores of all candidates are computed at
+    once: gather their neighbours, keep the evicted ones, drop repeated (candidate, class) pairs
+    and add up the class costs.
+    """
 
     name = "dtr-eq"
 
-    def __init__(self, size: int):
-        # Plain lists: union-find works one element at a time, where numpy scalars are slow.
-        self.parent = list(range(size))
-        self.size = [1] * size
-        self.class_cost = [0.0] * size
+    def attach(self, engine):
+        preds, succs = engine.preds, engine.succs
+        size = len(preds)
+        self.root = np.arange(size)
+        self.members: list[list[int]] = [[v] for v in range(size)]
+        self.class_cost = np.zeros(size)
         self.counted = [False] * size
+        neighbours = [(*((u, True) for u in preds[v]), *((w, False) for w in succs[v])) for v in range(size)]
+        self.offsets = np.cumsum([0] + [len(n) for n in neighbours])
+        self.neighbour = np.array([u for n in neighbours for u, _ in n], dtype=np.int64)
+        self.is_parent = np.array([p for n in neighbours for _, p in n], dtype=bool)
 
-    def find(self, v: int) -> int:
-        parent = self.parent
-        root = v
-        while parent[root] != root:
-            root = parent[root]
-        while parent[v] != root:
-            parent[v], v = root, parent[v]
-        return root
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
+    def _union(self, a: int, b: int) -> None:
+        ra, rb = int(self.root[a]), int(self.root[b])
         if ra == rb:
             return
-        if self.size[ra] < self.size[rb]:
+        if len(self.members[ra]) < len(self.members[rb]):
             ra, rb = rb, ra
-        self.parent[rb] = ra
-        self.size[ra] += self.size[rb]
+        moved = self.members[rb]
+        self.root[moved] = ra
+        self.members[ra].extend(moved)
+        self.members[rb] = []
         self.class_cost[ra] += self.class_cost[rb]
 
     def on_change(self, engine, v, before):
@@ -189,16 +204,33 @@ class DTREquivalence(_DTRScore):
             return  # classes are never split: a recomputed tensor keeps its class and its cost in it
         if not self.counted[v]:
             self.counted[v] = True
-            self.class_cost[self.find(v)] += float(engine.cost[v])
-        for u in (*engine.preds[v], *engine.succs[v]):
+            self.class_cost[self.root[v]] += engine.cost[v]
+        for u in self.neighbour[self.offsets[v]: self.offsets[v + 1]]:
             if engine.state[u] == EVICTED:
-                self.union(v, u)
+                self._union(v, int(u))
 
-    def neighbourhood_cost(self, engine, t):
-        state = engine.state
-        roots = {self.find(u) for u in (*engine.preds[t], *engine.succs[t]) if state[u] == EVICTED}
-        dead_parents = sum(engine.cost[u] for u in engine.preds[t] if state[u] == DEAD)
-        return sum(self.class_cost[r] for r in roots) + float(dead_parents)
+    def neighbourhood_costs(self, engine: "EvictionEngine", candidates: np.ndarray) -> np.ndarray:
+        """The estimated ``c(e*(t))`` of every candidate ``t``."""
+        starts = self.offsets[candidates]
+        counts = self.offsets[candidates + 1] - starts
+        rows = np.repeat(np.arange(candidates.size), counts)
+        slots = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        neighbours = self.neighbour[slots]
+        state = engine.state[neighbours]
+        evicted = state == EVICTED
+        pairs = np.unique(rows[evicted] * len(self.root) + self.root[neighbours[evicted]])
+        classes = np.bincount(pairs // len(self.root), weights=self.class_cost[pairs % len(self.root)],
+                              minlength=candidates.size)
+        dead = (state == DEAD) & self.is_parent[slots]
+        parents = np.bincount(rows[dead], weights=engine.cost[neighbours[dead]], minlength=candidates.size)
+        return classes + parents
+
+    def choose(self, engine, candidates):
+        staleness = engine.clock - engine.last_use[candidates] + 1
+        scores = (engine.cost[candidates] + self.neighbourhood_costs(engine, candidates)) / (
+            engine.mem[candidates] * staleness)
+        i = int(np.argmin(scores))
+        return int(candidates[i]), float(scores[i])
 
     def explain(self, score, count):
         return f"evicted: h_DTR^eq={score:.4g} smallest among {count} candidates (union-find neighbourhood)"
@@ -267,6 +299,7 @@ class EvictionEngine:
         self._count = 0
         self.ops: list[Op] = []
         self.reasons: list[Reason] = []
+        policy.attach(self)
 
     # -- the resident, evictable set ------------------------------------------------------------
 
@@ -462,7 +495,7 @@ def dtr(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, ma
     Kirisame et al., "Dynamic Tensor Rematerialization", ICLR 2021, section 3 (h_DTR).
     """
     del time_limit
-    return _run(graph, budget, DTR(len(graph)), max_recompute_factor)
+    return _run(graph, budget, DTR(), max_recompute_factor)
 
 
 @register("dtr-eq", "DTR with the union-find approximation of the evicted neighbourhood (equivalence classes).",
@@ -478,7 +511,7 @@ def dtr_eq(graph: ComputeGraph, budget: int, *, time_limit: float | None = None,
     Kirisame et al., "Dynamic Tensor Rematerialization", ICLR 2021, section 4 (h_DTR^eq).
     """
     del time_limit
-    return _run(graph, budget, DTREquivalence(len(graph)), max_recompute_factor)
+    return _run(graph, budget, DTREquivalence(), max_recompute_factor)
 
 
 @register("lru", "Evict the least recently used tensor, recompute on demand (the DTR engine).",

@@ -23,7 +23,7 @@ References
 ----------
 XLA, ``xla/service/hlo_rematerialization.cc`` (``MemoryUsageTracker::RematerializationCost``,
 ``MemoryReducedIfRematerialized``), TensorFlow/OpenXLA.
-Kumar, Purohit, Schwartz, Svitkina, Wang, "Efficient Rematerialization for Deep Networks",
+Kumar, Purohit, Svitkina, Vee, Wang, "Efficient Rematerialization for Deep Networks",
 NeurIPS 2019 (the comparison with XLA's greedy rematerialization).
 """
 
