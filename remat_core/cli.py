@@ -235,10 +235,8 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
 TRACE_LEVELS = ("op", "module")
 
 
-def add_trace_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trace", help="trace a model's training step (forward, loss, backward) into a graph file",
-                       description="MODEL is a zoo model (see --list), a .onnx file (a forward graph, given a "
-                                   "backward pass unless --forward-only) or a .pt2 file saved by torch.export.save.")
+def _add_model_source_args(p: argparse.ArgumentParser) -> None:
+    """The arguments that name a model to trace (shared by ``trace`` and ``execute``)."""
     p.add_argument("model", nargs="?", help="zoo model name, .onnx file or .pt2 file")
     p.add_argument("--model", dest="factory", metavar="PACKAGE.MODULE:FACTORY",
                    help="your own model instead: factory(**options) returns (module, example_inputs[, loss]); this "
@@ -251,6 +249,13 @@ def add_trace_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a zoo model option (image_size=128, depth=4), an ONNX symbolic dimension, or a factory "
                         "keyword (repeatable)")
+
+
+def add_trace_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trace", help="trace a model's training step (forward, loss, backward) into a graph file",
+                       description="MODEL is a zoo model (see --list), a .onnx file (a forward graph, given a "
+                                   "backward pass unless --forward-only) or a .pt2 file saved by torch.export.save.")
+    _add_model_source_args(p)
     p.add_argument("--forward-only", action="store_true", help="ONNX: keep the forward graph as it is")
     p.add_argument("--list", action="store_true", help="list the zoo models and their options, then exit")
     p.add_argument("-o", "--output", metavar="GRAPH.json", help="where to write the remat-graph JSON")
@@ -287,6 +292,51 @@ def _print_zoo() -> None:
                          f"{'':<13} options: {options}\n")
 
 
+# -- execute ----------------------------------------------------------------------------------------
+
+def add_execute_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("execute", help="trace a model, solve it and run the schedule on real tensors, checking "
+                                       "the gradients and the memory against the simulator",
+                       description="Traces MODEL with real weights, solves at --budget, runs the schedule op by op "
+                                   "on CPU tensors and compares its gradients with the checkpoint-all schedule's. "
+                                   "Exit 1 if they differ.")
+    _add_model_source_args(p)
+    p.add_argument("--budget", "-b", required=True, help="bytes, with a unit, or a percent of the checkpoint-all peak")
+    p.add_argument("--solver", "-s", default=DEFAULT_SOLVER, help=f"solver name (default {DEFAULT_SOLVER})")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
+    p.add_argument("--solver-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a solver option (repeatable)")
+    p.add_argument("--tolerance", type=float, default=1e-4,
+                   help="largest allowed gradient difference, relative to the largest gradient (default 1e-4)")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
+
+
+def cmd_execute(args: argparse.Namespace) -> int:
+    from .execute import execute, gradient_difference, reference_gradients
+    from .sources import trace_source
+
+    graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
+                         options=_option_args(args.option))
+    budget = _budget_arg(args.budget, graph)
+    schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **_option_args(args.solver_option))
+    result = execute(graph, schedule)
+    reference = reference_gradients(graph)
+    difference = gradient_difference(result.gradients, reference)
+    scale = max((float(g.abs().max()) for g in reference.values() if g.numel()), default=0.0)
+    matches = difference <= args.tolerance * max(scale, 1e-12)
+    _print_json({"graph": graph.name, "solver": args.solver, "budget": budget, "gradients_match": matches,
+                 "max_gradient_difference": difference, "max_gradient": scale, "loss": result.loss,
+                 "simulated_peak": result.simulated_peak, "measured_peak": result.peak,
+                 "memory_matches_simulator": result.memory == result.simulated_memory,
+                 "computes": result.computes, "recomputes": schedule.stats["recomputes"],
+                 "seconds": result.seconds})
+    if not matches:
+        sys.stderr.write(f"error: gradients differ from checkpoint-all by {difference:.3g} (largest gradient "
+                         f"{scale:.3g}, tolerance {args.tolerance:g} relative)\n")
+        return EXIT_INVALID_SCHEDULE
+    return EXIT_OK
+
+
 # -- entry point ------------------------------------------------------------------------------------
 
 COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]]] = {
@@ -297,6 +347,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable
     "compare": (add_compare_parser, cmd_compare),
     "sweep": (add_sweep_parser, cmd_sweep),
     "trace": (add_trace_parser, cmd_trace),
+    "execute": (add_execute_parser, cmd_execute),
 }
 
 

@@ -13,6 +13,8 @@ What the graph keeps beside itself (``graph.attachments``, not in its JSON or ha
   a schedule);
 - ``"fx_binding"``: a :class:`~remat_core.tracing.to_graph.FxBinding`, which maps every graph node
   to the FX node whose value it is and every FX node to the graph node(s) holding its storage;
+- ``"joint"``: the :class:`~remat_core.tracing.capture.JointGraph` (the model and the example
+  inputs: the real values :mod:`remat_core.execute` runs the graph on);
 - ``"groups"`` (module level only): module-level node id -> the op-level node ids it stands for;
 - ``"op_graph"`` (module level only): the op-level graph it was coarsened from.
 """

@@ -250,3 +250,35 @@ def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     line = text.splitlines()[0] if text else "(no message)"
     return line if len(line) <= 300 else line[:297] + "..."
+
+
+def real_placeholder_values(joint: JointGraph, purpose: str, hint: str) -> list[torch.Tensor]:
+    """Real values for the joint graph's placeholders, in order: the model's own parameters and
+    buffers, the example inputs and targets, and ones for the gradient seed.
+
+    Raises
+    ------
+    TraceError
+        When a placeholder has no real value (meta tensors); ``purpose`` and ``hint`` word the message.
+    """
+    values: list[torch.Tensor] = []
+    for node in joint.graph_module.graph.find_nodes(op="placeholder"):
+        desc = node.meta["desc"]
+        kind = type(desc).__name__
+        if kind == "ParamAOTInput":
+            value = joint.model.get_parameter(desc.target.removeprefix(MODEL_PREFIX))
+        elif kind == "BufferAOTInput":
+            value = joint.model.get_buffer(desc.target.removeprefix(MODEL_PREFIX))
+        elif kind == "PlainAOTInput":
+            value = joint.inputs[desc.idx]
+        elif kind == "TangentAOTInput":
+            fake = node.meta["val"]
+            value = torch.ones(fake.shape, dtype=fake.dtype)
+        else:
+            raise TraceError(joint.source, f"cannot {purpose}: no real value for graph input {node.name} ({desc})",
+                             hint=hint)
+        if value.device.type == "meta":
+            raise TraceError(joint.source, f"cannot {purpose}: graph input {node.name} ({desc}) is a meta tensor",
+                             hint=hint)
+        values.append(value)
+    return values

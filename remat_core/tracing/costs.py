@@ -24,7 +24,7 @@ from torch.utils.flop_counter import flop_registry
 
 from ..cost_models import COST_MODELS, DEFAULT_REPEATS, FLOPS_PER_BYTE
 from ..errors import TraceError
-from .capture import MODEL_PREFIX, JointGraph
+from .capture import JointGraph, real_placeholder_values
 
 def check_cost_model(cost: str, source: str) -> str:
     """The name, if it is a known cost model; a :class:`TraceError` listing them if not."""
@@ -133,35 +133,11 @@ def measure_op_times(joint: JointGraph, repeats: int = DEFAULT_REPEATS) -> dict[
     TraceError
         When the model or its inputs hold no real data (meta tensors).
     """
-    values = _real_placeholder_values(joint)
+    values = real_placeholder_values(joint, "time ops", hint="use --cost flops, bytes or unit")
     timer = _TimingInterpreter(joint.graph_module, repeats)
     with torch.no_grad():
         timer.run(*values)
     return timer.times
-
-
-def _real_placeholder_values(joint: JointGraph) -> list[torch.Tensor]:
-    values: list[torch.Tensor] = []
-    for node in joint.graph_module.graph.find_nodes(op="placeholder"):
-        desc = node.meta["desc"]
-        kind = type(desc).__name__
-        if kind == "ParamAOTInput":
-            value = joint.model.get_parameter(desc.target.removeprefix(MODEL_PREFIX))
-        elif kind == "BufferAOTInput":
-            value = joint.model.get_buffer(desc.target.removeprefix(MODEL_PREFIX))
-        elif kind == "PlainAOTInput":
-            value = joint.inputs[desc.idx]
-        elif kind == "TangentAOTInput":
-            fake = node.meta["val"]
-            value = torch.ones(fake.shape, dtype=fake.dtype)
-        else:
-            raise TraceError(joint.source, f"cannot time ops: no real value for graph input {node.name} ({desc})",
-                             hint="use --cost flops, bytes or unit")
-        if value.device.type == "meta":
-            raise TraceError(joint.source, f"cannot time ops: graph input {node.name} ({desc}) is a meta tensor",
-                             hint="build the model and its inputs on the CPU for --cost measured")
-        values.append(value)
-    return values
 
 
 class _TimingInterpreter(fx.Interpreter):

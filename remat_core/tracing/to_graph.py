@@ -137,8 +137,9 @@ def joint_to_graph(joint: JointGraph, cost: str, measured: Mapping[str, float] |
     Returns
     -------
     ComputeGraph
-        With ``attachments["fx"]`` (the GraphModule) and ``attachments["fx_binding"]``
-        (:class:`FxBinding`).
+        With ``attachments["fx"]`` (the GraphModule), ``attachments["fx_binding"]``
+        (:class:`FxBinding`) and ``attachments["joint"]`` (the :class:`JointGraph`: the model and
+        example inputs whose real values an executor runs the graph on).
 
     Raises
     ------
@@ -206,7 +207,7 @@ class _GraphBuilder:
             loss=self._single_owner(self.loss_fx, "the loss"), param_grads=MappingProxyType(param_grads),
             buffer_updates=MappingProxyType(buffer_updates))
         return ComputeGraph(nodes, edges, outputs, name=name,
-                            attachments={"fx": self.gm, "fx_binding": binding})
+                            attachments={"fx": self.gm, "fx_binding": binding, "joint": self.joint})
 
     def _add(self, draft: _Draft, fx_name: str | None, position: int | None = None) -> None:
         if position is None:
