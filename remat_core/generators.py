@@ -6,6 +6,7 @@ Like ``networkx.generators``: each function returns a fresh, valid :class:`Compu
 from __future__ import annotations
 
 import random
+from typing import Sequence
 
 from .graph import ComputeGraph, Node
 
@@ -29,17 +30,39 @@ def training_chain(n: int, mem: int = 1, cost: float = 1.0, backward_cost_factor
     a small constant however long the chain.
     """
     _check_size(n)
-    nodes = [Node("x", mem, 0.0, "input", True)]
-    nodes += [Node(f"f{i}", mem, cost, "forward", label=f"layer {i}") for i in range(1, n + 1)]
-    nodes.append(Node("loss", mem, cost, "loss"))
-    nodes += [Node(f"b{i}", mem, cost * backward_cost_factor, "backward", label=f"grad {i}")
+    return layered_training_chain([mem] * n, [cost] * n, [cost * backward_cost_factor] * n, input_mem=mem,
+                                  loss_mem=mem, loss_cost=cost, name=name or f"training-chain-{n}")
+
+
+def layered_training_chain(mems: Sequence[int], costs: Sequence[float], backward_costs: Sequence[float] | None = None,
+                           input_mem: int = 1, loss_mem: int = 1, loss_cost: float = 1.0,
+                           name: str | None = None) -> ComputeGraph:
+    """:func:`training_chain` with its own size and cost for every layer (a heterogeneous chain).
+
+    Layer ``i`` (1-based) has activation ``f_i`` of ``mems[i-1]`` bytes and cost ``costs[i-1]``;
+    its gradient ``b_i`` (with respect to the layer's input) has the size of that input
+    (``input_mem`` for ``b_1``) and costs ``backward_costs[i-1]`` (default: twice the forward cost).
+    """
+    n = len(mems)
+    _check_size(n)
+    if len(costs) != n or (backward_costs is not None and len(backward_costs) != n):
+        raise ValueError(f"layered_training_chain needs one cost (and backward cost) per layer: {n} sizes, "
+                         f"{len(costs)} costs, {len(backward_costs) if backward_costs is not None else n} "
+                         f"backward costs")
+    backward_costs = [2.0 * c for c in costs] if backward_costs is None else backward_costs
+    sizes = [input_mem, *mems]
+    nodes = [Node("x", input_mem, 0.0, "input", True)]
+    nodes += [Node(f"f{i}", mems[i - 1], costs[i - 1], "forward", label=f"layer {i}") for i in range(1, n + 1)]
+    nodes.append(Node("loss", loss_mem, loss_cost, "loss"))
+    nodes += [Node(f"b{i}", sizes[i - 1], backward_costs[i - 1], "backward", label=f"grad {i}")
               for i in range(n, 0, -1)]
     act = ["x"] + [f"f{i}" for i in range(1, n + 1)]
     edges = [(act[i - 1], act[i]) for i in range(1, n + 1)] + [(f"f{n}", "loss")]
     for i in range(n, 0, -1):
         edges.append(("loss" if i == n else f"b{i + 1}", f"b{i}"))
         edges.append((act[i - 1], f"b{i}"))
-    return ComputeGraph(nodes, edges, outputs=[f"b{i}" for i in range(n, 0, -1)], name=name or f"training-chain-{n}")
+    return ComputeGraph(nodes, edges, outputs=[f"b{i}" for i in range(n, 0, -1)],
+                        name=name or f"layered-training-chain-{n}")
 
 
 def random_dag(n: int, edge_probability: float = 0.3, max_mem: int = 100, max_cost: float = 10.0,
