@@ -17,8 +17,10 @@ from collections import Counter
 from typing import Any, Callable, Sequence
 
 from .budget import format_bytes, parse_budget
+from .compare import ComparisonRow, compare, pareto_optimal, sweep_budgets
 from .cost_models import COST_MODELS
-from .errors import InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
+from .decompose import KINDS, PATH_METHODS, TREE_HEURISTICS, decompose, separator_tree
+from .errors import BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
 from .graph import ComputeGraph
 from .io import load_graph, load_schedule, save_schedule
 from .simulate import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound, simulate
@@ -142,6 +144,93 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- compare and sweep --------------------------------------------------------------------------------
+
+def _comma_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="solve one graph with several solvers at several budgets and tabulate the "
+                                       "results")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--budgets", default="90%,70%,50%,30%",
+                   help="comma-separated budgets: bytes, with a unit, or percents of the checkpoint-all peak "
+                        "(default 90%%,70%%,50%%,30%%)")
+    p.add_argument("--solvers", default=None, help="comma-separated solver names (default: every solver)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds per solve for the solvers that search")
+    p.add_argument("--no-lp-bound", action="store_true", help="skip Checkmate's LP lower bound")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    texts = _comma_list(args.budgets)
+    if not texts:
+        raise BudgetError(f"--budgets {args.budgets!r} names no budget; give e.g. 90%,70%,50%")
+    budgets = [_budget_arg(t, graph) for t in texts]
+    solvers = _comma_list(args.solvers) if args.solvers else None
+    rows = compare(graph, budgets, solvers, time_limit=args.time_limit, lower_bound=not args.no_lp_bound)
+    if args.json:
+        _print_json({"graph": graph.name, "checkpoint_all_peak": checkpoint_all_peak(graph),
+                     "checkpoint_all_cost": checkpoint_all_cost(graph), "rows": [r.to_json() for r in rows]})
+    else:
+        sys.stdout.write(_comparison_table(rows, graph) + "\n")
+    return EXIT_OK
+
+
+def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="one solver across budgets from the lower bound to the checkpoint-all peak: "
+                                     "the memory/compute curve")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--solver", "-s", required=True, help="solver name")
+    p.add_argument("--points", type=int, default=40, help="number of budgets (default 40)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds per solve for the solvers that search")
+    p.add_argument("--lp-bound", action="store_true", help="also compute Checkmate's LP bound at every budget")
+    p.add_argument("--json", action="store_true", help="print the points as JSON")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    rows = compare(graph, sweep_budgets(graph, args.points), [args.solver], time_limit=args.time_limit,
+                   lower_bound=args.lp_bound)
+    front = pareto_optimal(rows)
+    if args.json:
+        _print_json({"graph": graph.name, "solver": args.solver, "checkpoint_all_peak": checkpoint_all_peak(graph),
+                     "lower_bound": memory_lower_bound(graph), "checkpoint_all_cost": checkpoint_all_cost(graph),
+                     "points": [{**r.to_json(), "pareto": p} for r, p in zip(rows, front)]})
+    else:
+        sys.stdout.write(_comparison_table(rows, graph, pareto=front) + "\n")
+    return EXIT_OK
+
+
+def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto: Sequence[bool] | None = None) -> str:
+    headers = ["solver", "budget", "feasible", "peak", "overhead", "recomputed", "seconds", "LP bound"]
+    if pareto is not None:
+        headers.append("pareto")
+    lines = []
+    for i, r in enumerate(rows):
+        budget = f"{r.fraction:.0%} ({format_bytes(r.budget)})"
+        if r.feasible:
+            cells = [r.solver, budget, "yes", format_bytes(r.peak), f"{r.overhead:+.1%}", str(r.recomputed_nodes)]
+        else:
+            needs = f"no (>= {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no"
+            cells = [r.solver, budget, needs, "-", "-", "-"]
+        cells.append(f"{r.seconds:.3f}")
+        bound = r.lower_bound
+        cells.append(f"{bound.overhead:+.1%}" if bound.overhead is not None else bound.status)
+        if pareto is not None:
+            cells.append("*" if pareto[i] else "")
+        lines.append(cells)
+    widths = [max(len(h), *(len(c[j]) for c in lines)) if lines else len(h) for j, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    out += ["  ".join(c.ljust(w) for c, w in zip(cells, widths)) for cells in lines]
+    out.append(f"graph {graph.name}: checkpoint-all peak {format_bytes(checkpoint_all_peak(graph))}, lower bound "
+               f"{format_bytes(memory_lower_bound(graph))}; overhead = cost over checkpoint-all; LP bound = "
+               f"Checkmate's LP lower bound on the overhead (n/a: checkmate-lp not installed)")
+    return "\n".join(out)
+
+
 # -- trace ----------------------------------------------------------------------------------------
 
 TRACE_LEVELS = ("op", "module")
@@ -246,6 +335,21 @@ def cmd_execute(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: gradients differ from checkpoint-all by {difference:.3g} (largest gradient "
                          f"{scale:.3g}, tolerance {args.tolerance:g} relative)\n")
         return EXIT_INVALID_SCHEDULE
+# -- decompose --------------------------------------------------------------------------------------
+
+def add_decompose_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("decompose", help="a tree or path decomposition of the graph's skeleton (pinned nodes left "
+                                         "out), with its separator tree, as JSON")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--kind", choices=KINDS, default="tree", help="tree (default) or path decomposition")
+    p.add_argument("--heuristic", default=None,
+                   help=f"tree: {', '.join(TREE_HEURISTICS)} (default min_degree); "
+                        f"path: {', '.join(PATH_METHODS)} (default best)")
+
+
+def cmd_decompose(args: argparse.Namespace) -> int:
+    decomposition = decompose(load_graph(args.graph), args.kind, args.heuristic)
+    _print_json(decomposition.to_json(separator_tree(decomposition)))
     return EXIT_OK
 
 
@@ -256,8 +360,11 @@ COMMANDS: dict[str, tuple[Callable[[argparse._SubParsersAction], None], Callable
     "simulate": (add_simulate_parser, cmd_simulate),
     "info": (add_info_parser, cmd_info),
     "solvers": (add_solvers_parser, cmd_solvers),
+    "compare": (add_compare_parser, cmd_compare),
+    "sweep": (add_sweep_parser, cmd_sweep),
     "trace": (add_trace_parser, cmd_trace),
     "execute": (add_execute_parser, cmd_execute),
+    "decompose": (add_decompose_parser, cmd_decompose),
 }
 
 

@@ -35,6 +35,22 @@ class SolverOptionError(RematError, ValueError):
     """A solver option that the solver does not declare, or a value outside its range."""
 
 
+class DecompositionError(RematError, ValueError):
+    """A tree or path decomposition that cannot be built, read or trusted.
+
+    Raised for an unknown method, a graph above the exact method's size limit, a malformed
+    decomposition document, or a decomposition that breaks one of the three properties
+    (:func:`remat_core.decompose.validate` names which one and where).
+    """
+
+
+class SolverLimitExceeded(RematError):
+    """A solver stopped at one of its declared limits (a compute-op cap, a search budget).
+
+    The message names the limit, the option that raises it and what else would work.
+    """
+
+
 class InvalidSchedule(RematError):
     """A schedule that breaks a simulator rule.
 
