@@ -59,6 +59,8 @@ def budget_and_results() -> None:
     options, limit = solver_settings(primary)
     metrics_box = st.empty()
     ready = sweep_status(graph, primary, options, limit, wait=0)
+    for name in solvers[1:]:
+        solve_outcome(graph, name, budget, *solver_settings(name), wait=0)  # queued behind the primary
     outcome = solve_outcome(graph, primary, budget, options, limit, wait=SOLVE_WAIT_SECONDS)
     with metrics_box.container():
         if outcome is None:
@@ -73,8 +75,8 @@ def budget_and_results() -> None:
             outcome_message(outcome, primary, budget, ready.curve.smallest_feasible() if ready.curve else None,
                             button_key="schedule_use_smallest")
 
-    outcomes = {name: solve_outcome(graph, name, budget, *solver_settings(name), wait=SOLVE_WAIT_SECONDS)
-                for name in solvers}
+    outcomes = {primary: outcome, **{name: solve_outcome(graph, name, budget, *solver_settings(name), wait=0)
+                                     for name in solvers[1:]}}
     if len(solvers) > 1:
         st.dataframe([comparison_row(name, outcomes[name]) for name in solvers], hide_index=True, width="stretch")
 
