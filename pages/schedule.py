@@ -37,8 +37,7 @@ with st.expander("Solver options and time limit", icon=":material/settings:"):
 
 
 POLL_SECONDS = 0.5
-SWEEP_GLANCE_SECONDS = 0.3
-"""How long a slider move waits for a running sweep before showing its progress instead."""
+SWEEP_GLANCE_SECONDS = 0.3  # how long a slider move waits for a running sweep before showing its progress
 
 
 def solver_settings(name: str) -> tuple[tuple, float | None]:

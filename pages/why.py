@@ -29,7 +29,7 @@ if outcome.schedule is None:
     st.stop()
 schedule = outcome.schedule
 counts = schedule.simulation.compute_counts
-recomputed = recomputed_tensors(schedule)
+recomputed = recomputed_tensors(graph, schedule)
 st.caption(f"**{plain(solver)}** at **{format_bytes(budget)}** recomputes {len(recomputed)} of {len(counts)} "
            f"tensors. Pick one to see each of its computations and why.")
 

@@ -95,10 +95,12 @@ class TensorExplanation:
         return len(self.computations)
 
 
-def recomputed_tensors(schedule: Schedule) -> list[tuple[str, int]]:
-    """Tensors the schedule computes more than once, most computations first: ``[(id, count), ...]``."""
+def recomputed_tensors(graph: ComputeGraph, schedule: Schedule) -> list[tuple[str, int]]:
+    """Tensors the schedule computes more than once: ``[(id, count), ...]``, most computations first,
+    then the largest (the recomputations that cost the most memory traffic)."""
     counts = simulation_of(schedule).compute_counts
-    return sorted(((n, c) for n, c in counts.items() if c > 1), key=lambda item: (-item[1], item[0]))
+    return sorted(((n, c) for n, c in counts.items() if c > 1), key=lambda item: (-item[1], -graph.node(item[0]).mem,
+                                                                                   item[0]))
 
 
 def explain_tensor(graph: ComputeGraph, schedule: Schedule, tensor: str) -> TensorExplanation:
@@ -175,6 +177,8 @@ def describe_reason(reason: Reason | None) -> str:
 
 
 def _short(value: Any, limit: int = 8) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [str(v) for v in value]
         shown = ", ".join(items[:limit])

@@ -9,6 +9,7 @@ those points and answers quick estimates between them while an exact solve runs.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -40,7 +41,8 @@ class CurvePoint:
     seconds : float
         Wall time of the solve.
     cost_lower_bound : float or None
-        A lower bound on the cost at this budget that the solver reported (``solver_info``).
+        A finite lower bound on the cost at this budget that the solver reported
+        (``solver_info["lp_lower_bound"]``; an infinite one, from an infeasible relaxation, is left out).
     smallest_feasible : int or None
         For an infeasible point, the smallest feasible budget the solver named.
     """
@@ -189,10 +191,10 @@ def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float
     stats = schedule.stats
     counts = schedule.simulation.compute_counts if schedule.simulation is not None else {}
     bound = schedule.solver_info.get(LP_LOWER_BOUND)
+    finite_bound = float(bound) if isinstance(bound, (int, float)) and math.isfinite(bound) else None
     return CurvePoint(budget=budget, feasible=True, peak=stats["peak"], cost=stats["cost"],
                       overhead=stats["overhead"], recomputed={n: c for n, c in counts.items() if c > 1},
-                      seconds=time.perf_counter() - started,
-                      cost_lower_bound=float(bound) if bound is not None else None)
+                      seconds=time.perf_counter() - started, cost_lower_bound=finite_bound)
 
 
 def curve_table(curves: Sequence[ParetoCurve]) -> list[dict[str, Any]]:

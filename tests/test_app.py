@@ -236,3 +236,15 @@ def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
 def test_the_graph_page_says_the_decompositions_are_not_available():
     at = app("pages/graph.py")
     assert any("not part of this build" in i.value for i in at.info)
+
+
+def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
+    at = app("pages/timeline.py")
+    picker = at.selectbox(key="w_timeline_why")
+    tensor = picker.options and picker.value
+    assert tensor, "the default model's default schedule should recompute something"
+    next(b for b in at.button if b.proto.label == "Explain").click().run()
+    assert not at.exception and at.title[0].value == "Why recomputed?"
+    assert at.session_state[state.WHY_TENSOR] == tensor == at.selectbox(key="w_why_tensor").value
+    assert at.metric[0].label == "Computed" and int(at.metric[0].value.rstrip("×")) >= 2
+    assert any("computation" in m.value for m in at.markdown)

@@ -111,10 +111,14 @@ def assert_no_error(tab, where: str) -> None:
         raise AssertionError(f"{where} shows an error: {errors.first.inner_text()[:500]}")
 
 
-def shot(tab, name: str) -> None:
-    """A screenshot of the whole page: Streamlit scrolls inside its main block, so the viewport is
-    stretched to the content's height for the picture and put back after."""
+def shot(tab, name: str, whole: bool = True) -> None:
+    """A screenshot of the page. ``whole``: Streamlit scrolls inside its main block, so the viewport
+    is stretched to the content's height for the picture and put back after (charts redraw on the
+    resize: take an animation mid-play with ``whole=False``)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    if not whole:
+        tab.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+        return
     size = tab.viewport_size
     height = tab.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     tab.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 6000))})
@@ -153,6 +157,18 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
     assert after != before, f"moving the budget to the top did not change the metrics ({before} -> {after})"
     page.wait_for_selector(".js-plotly-plot", timeout=RENDER_TIMEOUT_MS)
     assert_no_error(page, "Schedule after moving the slider")
+    # Back down to the middle of the range, where solvers recompute: what the other pages then show.
+    top_metrics = "|".join(metric_texts(page))
+    slider.focus()
+    for _ in range(4):
+        page.keyboard.press("PageDown")
+    page.wait_for_function(
+        "before => [...document.querySelectorAll('[data-testid=\"stMetric\"]')].map(e => e.innerText).join('|')"
+        " !== before", arg=top_metrics, timeout=RENDER_TIMEOUT_MS)
+    wait_rendered(page)
+    page.wait_for_timeout(1500)
+    wait_rendered(page)
+    assert_no_error(page, "Schedule in the middle of the range")
     shot(page, "schedule")
 
     for entry in PAGES:
@@ -183,4 +199,6 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
     play.click()
     page.wait_for_timeout(1500)
     assert_no_error(page, "Timeline after Play")
-    shot(page, "timeline-playing")
+    note = page.evaluate("() => document.querySelector('.js-plotly-plot').layout.annotations[0].text")
+    assert note.startswith("step "), f"Play did not move the timeline's current op (the note reads {note!r})"
+    shot(page, "timeline-playing", whole=False)

@@ -47,12 +47,12 @@ def test_description_has_the_reason_the_free_and_the_budget_share():
 
 def test_describe_reason_lists_structured_fields_and_says_when_there_is_none():
     assert describe_reason(None) == "the solver recorded no reason"
-    text = describe_reason({"text": "kept", "rule": "r", "bag": list(range(20))})
-    assert text.startswith("kept (") and "rule: r" in text and "12 more" in text
+    text = describe_reason({"text": "kept", "rule": "r", "bag": list(range(20)), "score": 0.123456789})
+    assert text.startswith("kept (") and "rule: r" in text and "12 more" in text and "score: 0.1235" in text
 
 
 def test_recomputed_tensors_lists_only_repeats():
-    assert recomputed_tensors(recompute_schedule()) == [("f1", 2)]
+    assert recomputed_tensors(chain3(), recompute_schedule()) == [("f1", 2)]
 
 
 def test_explain_refuses_unknown_tensors_and_unsimulated_schedules():

@@ -7,9 +7,10 @@ from strategies import compute_graphs
 
 from remat_core import BudgetError, ComputeGraph, GraphError, Node, checkpoint_all_peak, memory_lower_bound
 from remat_core.generators import training_chain
-from remat_core.pareto import CurvePoint, ParetoCurve, budget_grid, curve_table, pareto_curve
+from remat_core.pareto import LP_LOWER_BOUND, CurvePoint, ParetoCurve, budget_grid, curve_table, pareto_curve
 from remat_core.schedule import reason
-from remat_core.simulate import checkpoint_all_ops
+from remat_core.simulate import checkpoint_all_cost, checkpoint_all_ops
+from remat_core.solvers import REGISTRY, register
 from remat_core.summary import NO_MODULE, graph_summary, memory_by_module, module_prefix
 from remat_core.timeline import describe_op, memory_by_kind, occurrences, ordinal
 from remat_core.views import full_view, module_view, neighbourhood_view
@@ -153,3 +154,27 @@ def test_walkthrough_groups_computes_of_one_separator_frame_and_keeps_frees_with
     assert [s.frame for s in steps] == [0, 3] and steps[0].call == (0, 0)
     assert steps[1].first_op == computes[2] and steps[-1].last_op == len(ops) - 1
     assert call_key({"text": "x"}) is None and call_key({"call": 7, "frame": 1}) == 7
+
+
+@pytest.fixture
+def bounded_solver():
+    """A solver that reports a cost lower bound, as checkmate-lp does: checkpoint-all plus a bound
+    (finite at the checkpoint-all peak, infinite above it), registered for one test only."""
+    name = "test-reports-a-bound"
+
+    @register(name, "checkpoint-all that also reports a cost lower bound (tests only)")
+    def reports_a_bound(graph, budget, *, time_limit=None):
+        schedule = REGISTRY["checkpoint-all"].function(graph, budget, time_limit=time_limit)
+        bound = 0.5 * checkpoint_all_cost(graph) if budget == checkpoint_all_peak(graph) else float("inf")
+        return schedule.with_updates(solver_info={LP_LOWER_BOUND: bound})
+    yield name
+    del REGISTRY[name]
+
+
+def test_a_reported_cost_bound_travels_with_its_point_and_infinite_ones_are_dropped(bounded_solver):
+    graph = training_chain(6, mem=10)
+    peak = checkpoint_all_peak(graph)
+    at_peak, above = pareto_curve(graph, bounded_solver, [peak, peak + 10]).points
+    assert at_peak.cost_lower_bound == 0.5 * checkpoint_all_cost(graph) and above.cost_lower_bound is None
+    curve = ParetoCurve(bounded_solver, {}, (at_peak,), base_cost=checkpoint_all_cost(graph))
+    assert curve.overhead_lower_bound(at_peak) == pytest.approx(-0.5)
