@@ -1,12 +1,15 @@
 """Every page of the explorer through Streamlit's AppTest: renders, reacts, and survives bad input."""
 
+import io
 import json
 import re
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
+from test_import import onnx_convnet
 
 from explorer import models, state
 from explorer.decompositions import SELECTED_BAG, decompose_available, decomposition
@@ -248,3 +251,35 @@ def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
     assert at.session_state[state.WHY_TENSOR] == tensor == at.selectbox(key="w_why_tensor").value
     assert at.metric[0].label == "Computed" and int(at.metric[0].value.rstrip("×")) >= 2
     assert any("computation" in m.value for m in at.markdown)
+
+
+def test_tracing_a_zoo_model_from_the_model_page():
+    at = app("pages/model.py")
+    at.selectbox(key="w_zoo_model").set_value("mlp").run()
+    at.number_input(key="w_zoo_mlp_batch_size").set_value(2)
+    at.number_input(key="w_zoo_mlp_depth").set_value(1)
+    at.number_input(key="w_zoo_mlp_width").set_value(16)
+    next(b for b in at.button if b.proto.label == "Trace this model").click().run()
+    assert not at.exception and not at.error
+    model = at.session_state[state.MODEL]
+    assert model.origin.startswith("zoo: mlp") and model.parameters == 784 * 16 + 16 + 16 * 10 + 10
+    assert {"param", "forward", "backward"} <= {n.kind for n in model.graph.nodes}
+
+
+def test_an_onnx_upload_gets_its_backward_pass():
+    at = app("pages/model.py")
+    upload(at, "convnet.onnx", onnx_convnet())
+    assert not at.exception and not at.error
+    model = at.session_state[state.MODEL]
+    assert model.origin == "uploaded: convnet.onnx (forward only: backward pass added)"
+    assert any(n.kind == "backward" for n in model.graph.nodes)
+
+
+def test_a_pt2_export_is_traced_not_executed_as_code():
+    buffer = io.BytesIO()
+    torch.export.save(torch.export.export(torch.nn.Linear(4, 3), (torch.randn(2, 4),)), buffer)
+    at = app("pages/model.py")
+    upload(at, "linear.pt2", buffer.getvalue())
+    assert not at.exception and not at.error
+    graph = at.session_state[state.MODEL].graph
+    assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
