@@ -120,7 +120,7 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
         selected = picked[1] if picked and picked[0] == "tree" else None
         with next(tab):
             st.plotly_chart(tree_of_bags_figure(tree.bags, tree.edges, labels=labels, selected=selected,
-                                                height=height, horizontal=True), key=f"{key}_tree",
+                                                horizontal=True), key=f"{key}_tree",
                             on_select=partial(_picked, f"{key}_tree", "tree"), selection_mode="points")
             st.caption("Each marker is a bag (its size inside; the widest in red). Every edge of the graph lies in "
                        "some bag, and the bags holding a tensor form a connected subtree. Click a bag.")

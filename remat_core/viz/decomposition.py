@@ -74,7 +74,7 @@ def _bag_text(index: int, bag: Collection[str], labels: Mapping[str, str] | None
 
 def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[int, int]], *, root: int = 0,
                         labels: Mapping[str, str] | None = None, selected: int | None = None,
-                        title: str | None = None, height: int = 420, horizontal: bool = False) -> go.Figure:
+                        title: str | None = None, height: int | None = None, horizontal: bool = False) -> go.Figure:
     """A tree of bags: one marker per bag (size by bag size, the widest in red), lines for tree edges.
 
     Parameters
@@ -90,7 +90,9 @@ def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[i
     selected : int, optional
         A bag to outline.
     title : str, optional
-    height : int
+    height : int, optional
+        Pixels; default enough for the tree's breadth when drawn sideways (14 px per leaf,
+        320 to 1400), else 420.
     horizontal : bool
         Root on the left and depth to the right (for the long, path-like tree decompositions of
         training graphs); default root on top (separator trees, which are shallow).
@@ -104,6 +106,9 @@ def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[i
     positions = tree_layout(len(bags), edges, root)
     if horizontal:
         positions = {b: (-y, x) for b, (x, y) in positions.items()}
+    if height is None:
+        leaves = max((y for _, y in positions.values()), default=0) + 1 if horizontal else 0
+        height = min(max(320, 14 * int(leaves) + 60), 1400) if horizontal else 420
     widest = max((len(b) for b in bags), default=0)
     scale = 4 if len(bags) <= 60 else 2
     xs, ys = [], []
