@@ -21,14 +21,15 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from remat_core import ComputeGraph, RematError, get_solver
-from remat_core.pareto import ParetoCurve, budget_grid
+from remat_core import ComputeGraph, RematError, get_solver, list_solvers
+from remat_core.compare import LP_SOLVER, sweep_budgets
+from remat_core.pareto import ParetoCurve
 from remat_core.simulate import checkpoint_all_cost
 from remat_core.timeline import simulation_of
 from remat_core.views import full_view, module_view, neighbourhood_view
 from remat_core.viz import dag_html, lifetime_chart, memory_timeline_figure
 
-from .worker import Outcome, outcome_job, portable, sweep_point_job
+from .worker import Outcome, lp_bound_job, outcome_job, portable, sweep_point_job
 
 SWEEP_POINTS = 14
 EXACT_SWEEP_POINTS = 6
@@ -40,7 +41,7 @@ SOLVE_WAIT_SECONDS = 0.15
 """The Schedule page waits this long for the exact solve at a new budget before showing the sweep's
 estimate and polling for the exact result."""
 
-__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "computes_at", "dag_page", "options_key", "solve_outcome",
+__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "best_possible", "computes_at", "dag_page", "options_key", "solve_outcome",
            "sweep_status", "timeline_figures"]
 
 
@@ -140,7 +141,7 @@ def sweep_status(graph: ComputeGraph, solver: str, options: tuple, time_limit: f
     Waits up to ``wait`` seconds for the whole sweep before reporting how far it got.
     """
     runner = sweep_runner()
-    budgets = budget_grid(graph, EXACT_SWEEP_POINTS if get_solver(solver).exact else SWEEP_POINTS)
+    budgets = sweep_budgets(graph, EXACT_SWEEP_POINTS if get_solver(solver).exact else SWEEP_POINTS)
     source = portable(graph)
     jobs = [runner.submit((graph.content_hash, solver, b, options, time_limit), sweep_point_job, source, solver, b,
                           options, time_limit) for b in budgets]
@@ -156,6 +157,26 @@ def sweep_status(graph: ComputeGraph, solver: str, options: tuple, time_limit: f
     curve = ParetoCurve(solver=solver, options=dict(options), points=tuple(sorted(points, key=lambda p: p.budget)),
                         base_cost=checkpoint_all_cost(graph))
     return SweepStatus(curve, done, len(jobs))
+
+
+def best_possible(graph: ComputeGraph, time_limit: float | None) -> list[tuple[int, float]] | None:
+    """Checkmate's LP lower bound on the overhead at each sweep budget: ``[(budget, overhead), ...]``.
+
+    None when no ``checkmate-lp`` solver is registered; the budgets whose LP is still running, or
+    has no bound, are left out. Computed in the sweep worker, one LP per budget.
+    """
+    if LP_SOLVER not in {s.name for s in list_solvers()}:
+        return None
+    runner = sweep_runner()
+    source = portable(graph)
+    bounds = []
+    for budget in sweep_budgets(graph, EXACT_SWEEP_POINTS):
+        job = runner.submit((graph.content_hash, "lp-bound", budget, time_limit), lp_bound_job, source, budget,
+                            time_limit)
+        overhead = _result(job, 0)
+        if overhead is not None:
+            bounds.append((budget, overhead))
+    return bounds
 
 
 # -- figures and views ------------------------------------------------------------------------------

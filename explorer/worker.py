@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from remat_core import ComputeGraph, InfeasibleBudget, RematError, Schedule, solve
+from remat_core.compare import LP_AVAILABLE, lp_lower_bound
 from remat_core.pareto import CurvePoint, solve_point
 
 KEPT_GRAPHS = 8
@@ -75,3 +76,10 @@ def sweep_point_job(source: PortableGraph, solver: str, budget: int, options: tu
                     time_limit: float | None) -> CurvePoint:
     """One point of a Pareto sweep (:func:`remat_core.pareto.solve_point`)."""
     return solve_point(_graph(source), solver, budget, time_limit, **dict(options))
+
+
+def lp_bound_job(source: PortableGraph, budget: int, time_limit: float | None) -> float | None:
+    """Checkmate's LP bound at ``budget`` as an overhead over checkpoint-all (None where there is none:
+    the relaxation is infeasible, unproven in time, or refuses the graph)."""
+    bound = lp_lower_bound(_graph(source), budget, time_limit)
+    return bound.overhead if bound.status == LP_AVAILABLE else None

@@ -4,7 +4,7 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import SOLVE_WAIT_SECONDS, options_key, solve_outcome, sweep_status
+from explorer.cache import SOLVE_WAIT_SECONDS, best_possible, options_key, solve_outcome, sweep_status
 from explorer.frame import require_entry
 from explorer.widgets import (budget_scale, budget_slider, compare_picker, comparison_csv, estimate_metrics,
                               option_widgets, outcome_message, percent, plain, schedule_download, schedule_metrics,
@@ -93,7 +93,8 @@ def budget_and_results() -> None:
                    for name, o in outcomes.items()}
         st.plotly_chart(pareto_figure(curves, lower_bound=summary.lower_bound,
                                       checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget,
-                                      current=current), key="schedule_pareto")
+                                      current=current, best_possible=best_possible(graph, limit)),
+                        key="schedule_pareto")
         st.caption("Each point is a solve at that budget, measured by the simulator; stars are the exact results at "
                    "the current budget. Below the lower bound (shaded) no schedule fits.")
     if any(o is None for o in outcomes.values()) or len(curves) < len(solvers):

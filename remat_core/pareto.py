@@ -4,7 +4,8 @@
 were recomputed (so "from which budget is this tensor computed once?" needs no new solve), the
 lower bound a solver reports on the cost (``checkmate-lp``'s LP value, plotted as "best possible"),
 and what an infeasible budget said about the smallest feasible one. A :class:`ParetoCurve` holds
-those points and answers quick estimates between them while an exact solve runs.
+those points and answers quick estimates between them while an exact solve runs. The budget
+grid is :func:`remat_core.compare.sweep_budgets`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .errors import BudgetError, InfeasibleBudget
+from .errors import InfeasibleBudget
 from .graph import ComputeGraph
-from .simulate import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
+from .simulate import checkpoint_all_cost
 from .solvers import solve
 
 LP_LOWER_BOUND = "lp_lower_bound"
@@ -113,33 +114,6 @@ class ParetoCurve:
         if point.cost_lower_bound is None or self.base_cost <= 0:
             return None
         return point.cost_lower_bound / self.base_cost - 1.0
-
-
-def budget_grid(graph: ComputeGraph, points: int = 16, low: int | None = None, high: int | None = None) -> list[int]:
-    """Evenly spaced budgets from the lower bound to the checkpoint-all peak (both included).
-
-    Parameters
-    ----------
-    graph : ComputeGraph
-    points : int
-        How many budgets (at least 2).
-    low, high : int, optional
-        The ends; default :func:`~remat_core.memory_lower_bound` and
-        :func:`~remat_core.checkpoint_all_peak`.
-
-    Raises
-    ------
-    BudgetError
-        For fewer than 2 points or ``low > high``.
-    """
-    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
-        raise BudgetError(f"a budget grid needs at least 2 points, got {points!r}")
-    low = memory_lower_bound(graph) if low is None else int(low)
-    high = checkpoint_all_peak(graph) if high is None else int(high)
-    if low > high:
-        raise BudgetError(f"budget grid: low {low:,} bytes is above high {high:,} bytes")
-    grid = [low + (high - low) * k // (points - 1) for k in range(points)]
-    return sorted(set(grid))
 
 
 def pareto_curve(graph: ComputeGraph, solver: str, budgets: Iterable[int], time_limit: float | None = None,

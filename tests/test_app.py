@@ -3,6 +3,7 @@
 import io
 import json
 import re
+import time
 
 import pytest
 import torch
@@ -12,12 +13,14 @@ from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
 
 from explorer import models, state
+from explorer.cache import best_possible, solve_outcome
 from explorer.decompositions import SELECTED_BAG, decompose_available, decomposition
 from explorer.pages import PAGES
 from explorer.models import default_model
 from explorer.widgets import budget_scale, plain
 from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound
 from remat_core.budget import format_bytes
+from remat_core.compare import LP_SOLVER, sweep_budgets
 from remat_core.generators import random_dag, training_chain
 from remat_core.views import MAX_DRAWN_NODES
 
@@ -283,3 +286,24 @@ def test_a_pt2_export_is_traced_not_executed_as_code():
     assert not at.exception and not at.error
     graph = at.session_state[state.MODEL].graph
     assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
+
+
+@pytest.mark.skipif(LP_SOLVER in {s.name for s in list_solvers()}, reason="checkmate-lp is registered")
+def test_no_best_possible_line_without_an_lp_solver():
+    assert best_possible(training_chain(4, mem=10), None) is None
+
+
+@pytest.mark.skipif(LP_SOLVER not in {s.name for s in list_solvers()}, reason="checkmate-lp is not registered")
+def test_best_possible_line_bounds_every_solver_from_below():
+    graph = training_chain(6, mem=10)
+    bounds = []
+    for _ in range(200):
+        bounds = best_possible(graph, 10.0)
+        if len(bounds) == len(sweep_budgets(graph, 6)):
+            break
+        time.sleep(0.1)
+    assert bounds
+    for budget, overhead in bounds:
+        outcome = solve_outcome(graph, "checkpoint-all", budget, (), None)
+        if outcome.schedule is not None:
+            assert overhead <= outcome.schedule.stats["overhead"] + 1e-9

@@ -5,9 +5,9 @@ from hypothesis import given
 from recompute_fixture import chain3, recompute_schedule, simulated
 from strategies import compute_graphs
 
-from remat_core import BudgetError, ComputeGraph, GraphError, Node, checkpoint_all_peak, memory_lower_bound
+from remat_core import ComputeGraph, GraphError, Node, checkpoint_all_peak, memory_lower_bound
 from remat_core.generators import training_chain
-from remat_core.pareto import LP_LOWER_BOUND, CurvePoint, ParetoCurve, budget_grid, curve_table, pareto_curve
+from remat_core.pareto import LP_LOWER_BOUND, CurvePoint, ParetoCurve, curve_table, pareto_curve
 from remat_core.schedule import reason
 from remat_core.simulate import checkpoint_all_cost, checkpoint_all_ops
 from remat_core.solvers import REGISTRY, register
@@ -85,17 +85,6 @@ def test_neighbourhood_view_keeps_nodes_within_the_hops_and_the_limit():
     with pytest.raises(GraphError):
         neighbourhood_view(graph, "nope")
     assert len(full_view(graph).nodes) == len(graph)
-
-
-def test_budget_grid_spans_lower_bound_to_peak():
-    graph = training_chain(8, mem=10)
-    grid = budget_grid(graph, 5)
-    assert grid[0] == memory_lower_bound(graph) and grid[-1] == checkpoint_all_peak(graph) and len(grid) == 5
-    assert grid == sorted(grid)
-    with pytest.raises(BudgetError):
-        budget_grid(graph, 1)
-    with pytest.raises(BudgetError):
-        budget_grid(graph, 3, low=10, high=5)
 
 
 def test_pareto_curve_keeps_infeasible_points_with_what_they_said():

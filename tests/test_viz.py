@@ -9,7 +9,8 @@ from recompute_fixture import chain3, recompute_schedule
 
 from remat_core import ComputeGraph, Node, checkpoint_all_peak, memory_lower_bound, solve
 from remat_core.generators import random_dag, training_chain
-from remat_core.pareto import CurvePoint, ParetoCurve, budget_grid, pareto_curve
+from remat_core.compare import sweep_budgets
+from remat_core.pareto import CurvePoint, ParetoCurve, pareto_curve
 from remat_core.views import full_view, module_view
 from remat_core.viz import (dag_html, layered_positions, lifetime_chart, memory_timeline_figure,
                             module_memory_figure, pareto_figure, path_strip_figure, tree_of_bags_figure)
@@ -76,7 +77,7 @@ def test_lifetime_chart_colours_recomputations():
 
 def test_pareto_figure_marks_bounds_budget_and_current_results():
     graph = training_chain(6, mem=2**20)
-    curve = pareto_curve(graph, "checkpoint-all", budget_grid(graph, 5))
+    curve = pareto_curve(graph, "checkpoint-all", sweep_budgets(graph, 5))
     peak = checkpoint_all_peak(graph)
     fig = pareto_figure([curve], lower_bound=memory_lower_bound(graph), checkpoint_all_peak=peak, budget=peak,
                         current={"checkpoint-all": 0.0})
@@ -182,3 +183,11 @@ def test_module_view_figure_input_groups_forward_and_backward_apart():
     assert {n.id for n in view.nodes} == {"l1 [parameters]", "l1 [forward]", "(no module) [forward]",
                                           "l1 [backward]"}
     assert drawn_nodes(dag_html(view))["l1 [forward]"]["label"] == "l1 · forward"
+
+
+def test_pareto_figure_draws_a_shared_lp_bound_instead_of_per_solver_bounds():
+    points = (CurvePoint(100, True, 100, 12.0, 0.2, {}, 0.1, cost_lower_bound=11.0),)
+    curve = ParetoCurve("lp", {}, points, base_cost=10.0)
+    fig = pareto_figure([curve], lower_bound=90, checkpoint_all_peak=200, best_possible=[(200, 0.0), (100, 0.05)])
+    bounds = [t for t in fig.data if t.name.startswith("best possible")]
+    assert [t.name for t in bounds] == ["best possible (LP bound)"] and list(bounds[0].y) == pytest.approx([5.0, 0.0])

@@ -28,7 +28,7 @@ def solver_color(position: int) -> str:
 
 def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint_all_peak: int,
                   budget: int | None = None, current: Mapping[str, float | None] | None = None,
-                  height: int = 380) -> go.Figure:
+                  best_possible: Sequence[tuple[int, float]] | None = None, height: int = 380) -> go.Figure:
     """Budget (x) against cost overhead in percent (y) for each solver's sweep.
 
     Parameters
@@ -41,6 +41,10 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
         The current budget: a vertical red line.
     current : mapping of str to float or None, optional
         Solver -> exact overhead at ``budget`` (None: infeasible there): a star on each curve.
+    best_possible : sequence of (int, float), optional
+        ``(budget, overhead)`` lower bounds that hold for every solver's formulation (Checkmate's
+        LP): drawn as the "best possible" line. Without it, each curve's own reported cost bounds
+        (``solver_info["lp_lower_bound"]``) are drawn instead.
     height : int
 
     Returns
@@ -67,7 +71,7 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
                            f"solved in %{{customdata[2]:.0f}} ms<extra></extra>")))
         bounds = [(p.budget / scale, 100 * curve.overhead_lower_bound(p)) for p in curve.points
                   if curve.overhead_lower_bound(p) is not None]
-        if bounds:
+        if bounds and not best_possible:
             fig.add_trace(go.Scatter(x=[b[0] for b in bounds], y=[b[1] for b in bounds],
                                      name=f"{BEST_POSSIBLE} ({curve.solver})", mode="lines",
                                      line={"color": color, "dash": "dot", "width": 1.5},
@@ -78,6 +82,12 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
                                      marker={"symbol": "star", "size": 15, "color": color,
                                              "line": {"color": "#222222", "width": 1}},
                                      hovertemplate=f"{curve.solver} at the budget: %{{y:.2f}}%<extra></extra>"))
+    if best_possible:
+        ordered = sorted(best_possible)
+        fig.add_trace(go.Scatter(x=[b / scale for b, _ in ordered], y=[100 * o for _, o in ordered],
+                                 name=f"{BEST_POSSIBLE} (LP bound)", mode="lines+markers",
+                                 line={"color": "#333333", "dash": "dot", "width": 1.5, "shape": "hv"},
+                                 marker={"size": 4}, hovertemplate="LP lower bound %{y:.2f}%<extra></extra>"))
     shapes = [_vline(lower_bound / scale, LOWER_BOUND_COLOR, "dot", "lower bound"),
               _vline(checkpoint_all_peak / scale, LOWER_BOUND_COLOR, "dash", "checkpoint-all peak"),
               {"type": "rect", "name": "infeasible region", "xref": "x", "yref": "paper", "x0": 0,
