@@ -41,8 +41,8 @@ SOLVE_WAIT_SECONDS = 0.15
 """The Schedule page waits this long for the exact solve at a new budget before showing the sweep's
 estimate and polling for the exact result."""
 
-__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "best_possible", "computes_at", "dag_page", "options_key", "solve_outcome",
-           "sweep_status", "timeline_figures"]
+__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "best_possible", "computes_at", "dag_page", "options_key",
+           "solve_outcome", "sweep_status", "timeline_figures"]
 
 
 def options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -98,8 +98,15 @@ def solve_runner() -> BackgroundRunner:
 
 @st.cache_resource
 def sweep_runner() -> BackgroundRunner:
-    """The Pareto sweeps of this server process (their own worker, beside the exact solves)."""
+    """The Pareto sweeps of the heuristic solvers and the LP bounds (their own worker, beside the solves)."""
     return BackgroundRunner("sweep")
+
+
+@st.cache_resource
+def exact_sweep_runner() -> BackgroundRunner:
+    """The Pareto sweeps of the exact solvers (seconds per point: a worker of their own, so that a
+    MILP sweep never holds up the heuristics' curves)."""
+    return BackgroundRunner("exact-sweep")
 
 
 def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None,
@@ -140,8 +147,9 @@ def sweep_status(graph: ComputeGraph, solver: str, options: tuple, time_limit: f
 
     Waits up to ``wait`` seconds for the whole sweep before reporting how far it got.
     """
-    runner = sweep_runner()
-    budgets = sweep_budgets(graph, EXACT_SWEEP_POINTS if get_solver(solver).exact else SWEEP_POINTS)
+    exact = get_solver(solver).exact
+    runner = exact_sweep_runner() if exact else sweep_runner()
+    budgets = sweep_budgets(graph, EXACT_SWEEP_POINTS if exact else SWEEP_POINTS)
     source = portable(graph)
     jobs = [runner.submit((graph.content_hash, solver, b, options, time_limit), sweep_point_job, source, solver, b,
                           options, time_limit) for b in budgets]

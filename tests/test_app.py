@@ -100,7 +100,9 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
 
 @pytest.mark.parametrize("solver", [s.name for s in list_solvers()])
 def test_switching_solver_works(solver):
-    at = app("pages/schedule.py")
+    at = app()
+    at.session_state[state.TIME_LIMIT] = 1.0  # the exact solvers' background sweeps stay short
+    at.switch_page("pages/schedule.py").run()
     at.selectbox(key="w_solver").set_value(solver).run()
     assert not at.exception, at.exception
     assert at.session_state[state.SOLVER] == solver
