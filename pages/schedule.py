@@ -37,6 +37,7 @@ with st.expander("Solver options and time limit", icon=":material/settings:"):
 
 
 POLL_SECONDS = 0.5
+PROGRESS_KEY = "schedule_background_progress"
 SWEEP_GLANCE_SECONDS = 0.3  # how long a slider move waits for a running sweep before showing its progress
 
 
@@ -98,6 +99,7 @@ def budget_and_results() -> None:
         st.caption("Each point is a solve at that budget, measured by the simulator; stars are the exact results at "
                    "the current budget. Below the lower bound (shaded) no schedule fits.")
     if any(o is None for o in outcomes.values()) or len(curves) < len(solvers):
+        st.session_state[PROGRESS_KEY] = progress(solvers, budget)
         wait_for_results(solvers, budget)
     exports = st.columns([1, 1, 4])
     with exports[0]:
@@ -116,16 +118,22 @@ def comparison_row(name: str, outcome) -> dict:
         return {"solver": name, "status": status, "peak": None, "overhead": None, "recomputed": None,
                 "solve ms": None}
     stats = outcome.schedule.stats
-    return {"solver": name, "status": "exact" if get_solver(name).exact else "heuristic",
+    return {"solver": name, "status": "exact solver" if get_solver(name).exact else "heuristic",
             "peak": format_bytes(stats["peak"]), "overhead": percent(stats["overhead"]),
             "recomputed": stats["recomputed_nodes"], "solve ms": round(stats["solve_seconds"] * 1e3, 1)}
 
 
+def progress(solvers: list[str], budget: int) -> tuple:
+    """What the background work has finished: each solver's exact solve (done or not) and sweep points."""
+    return tuple((solve_outcome(graph, name, budget, *solver_settings(name), wait=0) is not None,
+                  sweep_status(graph, name, *solver_settings(name), wait=0).done) for name in solvers)
+
+
 @st.fragment(run_every=POLL_SECONDS)
 def wait_for_results(solvers: list[str], budget: int) -> None:
-    """While exact solves or sweeps run in the background, look again every half second; rerun when done."""
-    if all(solve_outcome(graph, name, budget, *solver_settings(name), wait=0) is not None
-           and sweep_status(graph, name, *solver_settings(name), wait=0).curve is not None for name in solvers):
+    """While exact solves or sweeps run in the background, look again every half second and rerun
+    the page whenever one of them has moved on (a solve finished, a sweep solved another budget)."""
+    if progress(solvers, budget) != st.session_state.get(PROGRESS_KEY):
         st.rerun()
 
 
