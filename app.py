@@ -4,17 +4,17 @@ The entry script routes to the page chosen and draws the frame every page shares
 the session's defaults (a built-in model, a solver, a budget) and the sidebar. The pages and their
 order are listed once, in ``explorer/pages.py``.
 
-The body is guarded by ``__name__ == "__main__"``: Streamlit runs this file as ``__main__``, and the
-explorer's worker processes (started with ``spawn``) import the parent's main file again under
-another name, where it must do nothing.
+Everything, imports included, is guarded by ``__name__ == "__main__"``: Streamlit runs this file as
+``__main__``, and the explorer's worker processes (started with ``spawn``) run the parent's main
+file again under another name, where it must do nothing (and load nothing they do not need).
 """
 
-import streamlit as st
-
-from explorer.frame import frame, mark_entry
-from explorer.pages import DEFAULT_PAGE, PAGES, entry_titled
-
 if __name__ == "__main__":
+    import streamlit as st
+
+    from explorer.frame import frame, mark_entry
+    from explorer.pages import DEFAULT_PAGE, PAGES, entry_titled
+
     navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path,
                                         default=p.path == DEFAULT_PAGE) for p in PAGES])
     frame(schedule_summary=not entry_titled(navigation.title).draws_schedule_summary)
