@@ -66,6 +66,12 @@ class BackgroundRunner:
         self._lock = threading.Lock()
         atexit.register(self._pool.terminate)
 
+    def stop(self) -> None:
+        """Stop the worker now, dropping every job (running or kept)."""
+        with self._lock:
+            self._pool.terminate()
+            self._jobs.clear()
+
     def submit(self, key: tuple, job: Callable[..., Any], *args: Any) -> AsyncResult:
         """The job's handle, starting ``job(*args)`` in the worker unless that key is running or done."""
         with self._lock:
@@ -77,6 +83,13 @@ class BackgroundRunner:
             while len(self._jobs) > KEPT_JOBS and finished:
                 del self._jobs[finished.pop(0)]
             return self._jobs[key]
+
+
+def stop_background_work() -> None:
+    """Stop every worker and forget their results; the next request starts fresh workers."""
+    for runner in (solve_runner, sweep_runner, exact_sweep_runner):
+        runner().stop()
+        runner.clear()
 
 
 def _result(job: AsyncResult, wait: float | None) -> Any:

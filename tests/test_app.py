@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
 
 from explorer import models, state
-from explorer.cache import best_possible, solve_outcome
+from explorer.cache import best_possible, solve_outcome, stop_background_work
 from explorer.worker import lp_bound_job, portable
 from explorer.decompositions import SELECTED_BAG, decompose_available, decomposition
 from explorer.pages import PAGES
@@ -25,6 +25,14 @@ from remat_core.generators import random_dag, training_chain
 from remat_core.views import MAX_DRAWN_NODES
 
 TIMEOUT = 60
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background_workers():
+    """The explorer's worker processes, stopped after this module: their sweeps would keep the CPU
+    busy for the tests that follow."""
+    yield
+    stop_background_work()
 
 
 def app(page: str | None = None) -> AppTest:
@@ -101,7 +109,9 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
 @pytest.mark.parametrize("solver", [s.name for s in list_solvers()])
 def test_switching_solver_works(solver):
     at = app()
-    at.session_state[state.TIME_LIMIT] = 1.0  # the exact solvers' background sweeps stay short
+    # A small graph and a short time limit: every solver's background sweep stays cheap.
+    at.session_state[state.MODEL] = state.Model(training_chain(8, mem=2**20), "test")
+    at.session_state[state.TIME_LIMIT] = 1.0
     at.switch_page("pages/schedule.py").run()
     at.selectbox(key="w_solver").set_value(solver).run()
     assert not at.exception, at.exception
