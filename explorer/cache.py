@@ -37,6 +37,8 @@ EXACT_SWEEP_POINTS = 6
 SWEEP_WAIT_SECONDS = 2.0
 """A page waits this long for a sweep before showing its progress and polling instead."""
 KEPT_JOBS = 512
+LONGEST_WAIT_SECONDS = 900.0
+"""A page blocking on a solve gives up after this long (a worker that died leaves its job unanswered)."""
 SOLVE_WAIT_SECONDS = 0.15
 """The Schedule page waits this long for the exact solve at a new budget before showing the sweep's
 estimate and polling for the exact result."""
@@ -93,13 +95,12 @@ def stop_background_work() -> None:
 
 
 def _result(job: AsyncResult, wait: float | None) -> Any:
-    """The job's result, waiting up to ``wait`` seconds (None: as long as it takes); None if not done.
+    """The job's result, waiting up to ``wait`` seconds (None: up to :data:`LONGEST_WAIT_SECONDS`);
+    None if it is not done by then.
 
     A job's exception is raised here, in the app's process.
     """
-    if wait is None:
-        return job.get()
-    job.wait(wait if wait > 0 else 0)
+    job.wait(LONGEST_WAIT_SECONDS if wait is None else max(wait, 0))
     return job.get() if job.ready() else None
 
 
@@ -126,12 +127,17 @@ def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple,
                   wait: float | None = None) -> Outcome | None:
     """The solve at ``budget``, computed once in the background and kept.
 
-    ``wait=None`` blocks until it is done; a number waits at most that many seconds and returns
-    None if the solve is still running (the Schedule page then shows the sweep's estimate).
+    ``wait=None`` blocks until it is done (an error outcome after :data:`LONGEST_WAIT_SECONDS`); a
+    number waits at most that many seconds and returns None if the solve is still running (the
+    Schedule page then shows the sweep's estimate).
     """
     key = (graph.content_hash, solver, int(budget), options, time_limit)
     job = solve_runner().submit(key, outcome_job, portable(graph), solver, int(budget), options, time_limit)
-    return _result(job, wait)
+    outcome = _result(job, wait)
+    if outcome is None and wait is None:
+        return Outcome(error=f"the solve did not finish within {LONGEST_WAIT_SECONDS:.0f} s (its worker may have "
+                             f"stopped); reload the page to start a fresh one, or set a shorter time limit")
+    return outcome
 
 
 def computes_at(graph: ComputeGraph, solver: str, tensor: str, options: tuple, time_limit: float | None):

@@ -76,12 +76,15 @@ def app_url():
         _wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", process)
         yield f"http://127.0.0.1:{port}"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        # SIGTERM to the server's PID: it stops its worker processes itself. (Signalling the whole
+        # group would kill the workers under it first and leave it waiting for their results.)
+        process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+            raise AssertionError("the streamlit server did not stop within 20 s of SIGTERM") from None
 
 
 @pytest.fixture(scope="module")
