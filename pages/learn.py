@@ -4,7 +4,7 @@ import streamlit as st
 
 from explorer import state
 from explorer.cache import options_key, solve_outcome
-from explorer.decompositions import decompose_available, decomposition
+from explorer.decompositions import decomposition
 from explorer.frame import require_entry
 from explorer.learn import EXAMPLE_LAYERS, example_graph, learn_solver, lesson_dag, recursion_decomposition
 from explorer.widgets import option_widgets, percent, plain
@@ -69,31 +69,25 @@ st.markdown(f"**{plain(chosen)}** fits {format_bytes(budget)} with a peak of **{
 
 st.subheader("3 · Tree and path decompositions")
 recursion = recursion_decomposition(chosen, state.options_of(chosen))
-built = {}
-if not decompose_available():
-    st.info("The treewidth and pathwidth solvers recurse on a tree (or path) decomposition of the graph. The "
-            "decompositions (`remat_core.decompose`) are not part of this build yet; their figures will appear "
-            "here.", icon=":material/construction:")
-else:
-    st.markdown(
-        "Forget the edges' directions and the always-resident inputs: a **tree decomposition** covers the graph with "
-        "small *bags* of tensors, joined in a tree, so that every edge lies inside some bag and the bags holding one "
-        "tensor are connected. A **path decomposition** is one whose tree is a path. The *width* (largest bag minus "
-        "one) stays small for training graphs however deep the network: forward and backward interleave like the "
-        "rungs of a ladder. Any bag *separates* the graph: the recursion keeps a separator bag's tensors, solves "
-        "each side, and recurses, so memory grows with width x recursion depth, not with the number of layers.")
-    for kind, method in (("tree", recursion.get("tree", "min_degree")), ("path", recursion.get("path", "best"))):
-        built[kind] = decomposition(graph.content_hash, graph, kind, method)
-    tree, tree_separators = built["tree"]
-    path, _ = built["path"]
-    left, right = st.columns(2)
-    with left:
-        st.markdown(f"**Tree decomposition**: width {tree.width}, {len(tree.bags)} bags")
-        st.plotly_chart(tree_of_bags_figure(tree.bags, tree.edges, labels=labels, height=300, horizontal=True),
-                        key="learn_tree")
-    with right:
-        st.markdown(f"**Path decomposition**: width {path.width}, {len(path.bags)} bags")
-        st.plotly_chart(path_strip_figure(path.bags, labels=labels, height=300), key="learn_path")
+st.markdown(
+    "Forget the edges' directions and the always-resident inputs: a **tree decomposition** covers the graph with "
+    "small *bags* of tensors, joined in a tree, so that every edge lies inside some bag and the bags holding one "
+    "tensor are connected. A **path decomposition** is one whose tree is a path. The *width* (largest bag minus "
+    "one) stays small for training graphs however deep the network: forward and backward interleave like the "
+    "rungs of a ladder. Any bag *separates* the graph: the recursion keeps a separator bag's tensors, solves "
+    "each side, and recurses, so memory grows with width x recursion depth, not with the number of layers.")
+built = {kind: decomposition(graph.content_hash, graph, kind, method)
+         for kind, method in (("tree", recursion.get("tree", "min_degree")), ("path", recursion.get("path", "best")))}
+tree, tree_separators = built["tree"]
+path, _ = built["path"]
+left, right = st.columns(2)
+with left:
+    st.markdown(f"**Tree decomposition**: width {tree.width}, {len(tree.bags)} bags")
+    st.plotly_chart(tree_of_bags_figure(tree.bags, tree.edges, labels=labels, height=300, horizontal=True),
+                    key="learn_tree")
+with right:
+    st.markdown(f"**Path decomposition**: width {path.width}, {len(path.bags)} bags")
+    st.plotly_chart(path_strip_figure(path.bags, labels=labels, height=300), key="learn_path")
 
 st.subheader("4 · Step through the schedule")
 steps = walkthrough_steps(schedule)

@@ -14,7 +14,7 @@ from test_import import onnx_convnet
 from explorer import models, state
 from explorer.cache import best_possible, solve_outcome, stop_background_work
 from explorer.worker import lp_bound_job, portable
-from explorer.decompositions import SELECTED_BAG, decompose_available, decomposition
+from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.pages import PAGES
 from explorer.models import default_model
 from explorer.widgets import budget_scale, plain
@@ -235,7 +235,6 @@ def drawn_dag_nodes(at: AppTest) -> dict:
     return {n["id"]: n for n in json.loads(data)}
 
 
-@pytest.mark.skipif(not decompose_available(), reason="remat_core.decompose is not in this build")
 def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
     at = app("pages/graph.py")
     assert not at.exception and not at.error
@@ -248,12 +247,6 @@ def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
     bag = set(decomposition(graph.content_hash, graph, kind, "min_degree")[0].bags[index])
     marked = {i for i, n in drawn_dag_nodes(at).items() if n["borderWidth"] == 3}
     assert marked == bag
-
-
-@pytest.mark.skipif(decompose_available(), reason="remat_core.decompose is in this build")
-def test_the_graph_page_says_the_decompositions_are_not_available():
-    at = app("pages/graph.py")
-    assert any("not part of this build" in i.value for i in at.info)
 
 
 def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
