@@ -7,7 +7,7 @@ pickle, no user Python.
 
 from __future__ import annotations
 
-import tempfile
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
@@ -17,7 +17,7 @@ from remat_core.backward import with_backward
 from remat_core.budget import format_bytes
 from remat_core.generators import random_dag, training_chain
 from remat_core.io import registered_graph_suffixes
-from remat_core.pt2_import import load_pt2
+from remat_core.pt2_import import parse_pt2
 
 from .state import Model
 from .zoo import default_zoo_model
@@ -82,21 +82,14 @@ def model_from_upload(name: str, data: bytes, add_backward: bool = True, level: 
     if len(data) > MAX_UPLOAD_BYTES:
         raise GraphError(f"{name} is {format_bytes(len(data))}, more than the {format_bytes(MAX_UPLOAD_BYTES)} the "
                          f"explorer reads; use the command line (python -m remat_core) for it")
-    graph = _read_pt2(name, data, level) if suffix == PT2_SUFFIX else parse_graph(data, name)
+    rebuild = partial(parse_pt2, data, level=level, name=Path(name).stem) if suffix == PT2_SUFFIX else None
+    graph = rebuild() if rebuild is not None else parse_graph(data, name)
     origin = f"uploaded: {name}"
     if add_backward and not any(n.kind == "backward" for n in graph.nodes):
         graph = with_backward(graph)
         origin += " (forward only: backward pass added)"
     check_size(graph, name)
-    return Model(graph, origin)
-
-
-def _read_pt2(name: str, data: bytes, level: str) -> ComputeGraph:
-    """A ``torch.export`` program through ``remat_core.pt2_import`` (its safe loader), from a temporary file."""
-    with tempfile.TemporaryDirectory(prefix="remat-upload-") as folder:
-        path = Path(folder) / "upload.pt2"
-        path.write_bytes(data)
-        return load_pt2(path, level=level, name=Path(name).stem)
+    return Model(graph, origin, rebuild=rebuild)
 
 
 def check_size(graph: ComputeGraph, source: str) -> None:

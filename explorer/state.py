@@ -8,7 +8,7 @@ the canonical keys in their ``on_change`` callbacks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
@@ -33,11 +33,18 @@ DEFAULT_BUDGET_FRACTION = 0.5
 
 @dataclass(frozen=True)
 class Model:
-    """The model being explored: its graph, where it came from, and its parameter count if known."""
+    """The model being explored: its graph, where it came from, and its parameter count if known.
+
+    ``rebuild`` traces the model again, giving the graph with the model behind it: a picklable
+    callable (a ``functools.partial`` of a tracer), because the model itself does not travel to the
+    worker process that runs schedules on real tensors. None when no model stands behind the graph
+    (a graph read from JSON or ONNX, or generated).
+    """
 
     graph: ComputeGraph
     origin: str
     parameters: int | None = None
+    rebuild: Callable[[], ComputeGraph] | None = None
 
     @property
     def key(self) -> str:

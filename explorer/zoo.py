@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import streamlit as st
@@ -33,7 +34,7 @@ def traced_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST
     parameters = param_count(build_model(name, device="meta", **chosen).module)
     settings = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in chosen.items())
     return Model(graph, f"zoo: {name} ({settings + ', ' if settings else ''}{level} level, {cost} costs)",
-                 parameters)
+                 parameters, rebuild=partial(trace_zoo_model, name, level=level, cost=cost, **chosen))
 
 
 def default_zoo_model() -> Model:

@@ -4,9 +4,10 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import options_key, solve_outcome, timeline_figures
+from explorer.cache import options_key, solve_key, solve_outcome, timeline_figures
 from explorer.frame import require_entry
 from explorer.pages import page_path
+from explorer.tensor_run import tensor_run_panel
 from explorer.widgets import outcome_message, percent, plain, schedule_download, tensor_name
 from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason
@@ -36,8 +37,10 @@ st.caption(f"**{plain(solver)}** at a budget of **{format_bytes(budget)}**: peak
            f"{len(schedule):,} ops. Press Play to walk through it; drag across the chart to pick a step and see "
            f"what is resident then.")
 
+check = tensor_run_panel(state.model(), schedule, solve_key(graph, solver, budget, options, state.time_limit()))
 memory_figure, lifetime_figure = timeline_figures(graph.content_hash, graph, solver, budget, options,
-                                                  state.time_limit(), LIFETIME_ROWS)
+                                                  state.time_limit(), LIFETIME_ROWS,
+                                                  check.measured_memory if check else None)
 event = st.plotly_chart(memory_figure, key="timeline_memory", on_select="rerun", selection_mode=("points", "box"))
 picked = tuple(sorted({int(p["x"]) for p in event.selection.points if "x" in p})) if event and event.selection else ()
 if picked and st.session_state.get(APPLIED_SELECTION) != picked:

@@ -1,9 +1,11 @@
 """Every page of the explorer through Streamlit's AppTest: renders, reacts, and survives bad input."""
 
+import base64
 import io
 import json
 import re
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -12,7 +14,8 @@ from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
 
 from explorer import models, state
-from explorer.cache import best_possible, solve_outcome, stop_background_work
+from explorer.cache import (best_possible, options_key, solve_key, solve_outcome, stop_background_work,
+                            tensor_check_status)
 from explorer.worker import lp_bound_job, portable
 from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.pages import PAGES
@@ -207,6 +210,57 @@ def test_the_timeline_page_shows_what_is_resident_at_a_step():
     assert len(resident) == sum(graph.pinned) + 1  # the pinned tensors and the first activation
 
 
+def current_solve_key(at: AppTest) -> tuple:
+    session = at.session_state
+    solver = session[state.SOLVER]
+    return solve_key(session[state.MODEL].graph, solver, session[state.BUDGET],
+                     options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
+
+
+def plotly_values(values) -> np.ndarray:
+    """An array of a plotly spec: a list, or plotly's typed array (``{"dtype", "bdata"}``, base64)."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values)
+
+
+def run_button(at: AppTest):
+    return next(b for b in at.button if b.proto.label == "Run on real tensors")
+
+
+def test_the_timeline_runs_the_schedule_on_real_tensors_and_overlays_the_real_memory():
+    at = app("pages/timeline.py")
+    assert not run_button(at).disabled
+    run_button(at).click().run()
+    assert not at.exception and not at.error
+    started, outcome = tensor_check_status(current_solve_key(at), wait=300)
+    assert started and outcome.error is None
+    check = outcome.check
+    assert check.gradients_match and check.measured_peak == check.simulated_peak
+    at.run()
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Gradients vs checkpoint-all"] == "match"
+    assert metrics["Measured peak"] == metrics["Simulated peak"] == format_bytes(check.measured_peak)
+    timeline = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    measured = next(t for t in timeline if t.get("name") == "measured")
+    steps = plotly_values(measured["x"]).astype(int)
+    assert len(steps) == len(check.measured_memory)  # every step drawn (a few hundred ops)
+    assert np.allclose(plotly_values(measured["y"]) * 2**20, np.asarray(check.measured_memory)[steps])
+    at.switch_page("pages/why.py").run()
+    at.switch_page("pages/timeline.py").run()  # the result belongs to the solve: still there
+    assert {m.label for m in at.metric} >= {"Gradients vs checkpoint-all", "Measured peak"}
+
+
+def test_a_graph_read_from_a_file_cannot_run_on_real_tensors():
+    at = app("pages/model.py")
+    upload(at, "mine.json", json.dumps(training_chain(7, mem=2**20).to_json()).encode())
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception and run_button(at).disabled
+    assert any("No model behind this graph" in c.value for c in at.caption)
+    assert tensor_check_status(current_solve_key(at)) == (False, None)
+
+
 def test_the_learn_page_steps_forward():
     at = app("pages/learn.py")
     first = at.session_state["w_learn_step"]
@@ -291,6 +345,10 @@ def test_a_pt2_export_is_traced_not_executed_as_code():
     assert not at.exception and not at.error
     graph = at.session_state[state.MODEL].graph
     assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
+    at.switch_page("pages/timeline.py").run()  # a .pt2 holds the weights: its schedules run on real tensors
+    run_button(at).click().run()
+    _, outcome = tensor_check_status(current_solve_key(at), wait=300)
+    assert outcome.error is None and outcome.check.gradients_match
 
 
 @pytest.mark.skipif(LP_SOLVER in {s.name for s in list_solvers()}, reason="checkmate-lp is registered")
