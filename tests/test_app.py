@@ -15,7 +15,7 @@ from test_import import onnx_convnet
 
 from explorer import models, state
 from explorer.cache import (best_possible, options_key, solve_key, solve_outcome, stop_background_work,
-                            tensor_check_status)
+                            sweep_status, tensor_check_status)
 from explorer.worker import lp_bound_job, portable
 from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.pages import PAGES
@@ -100,6 +100,26 @@ def test_the_slider_goes_from_under_the_lower_bound_to_over_the_peak():
     slider = at.slider(key="w_budget")
     graph = at.session_state[state.MODEL].graph
     assert slider.min * 2**20 < memory_lower_bound(graph) and slider.max * 2**20 > checkpoint_all_peak(graph)
+
+
+def test_the_pareto_chart_switches_to_a_log_overhead_axis_and_keeps_it():
+    at = app()
+    at.session_state[state.MODEL] = state.Model(training_chain(10, mem=2**20), "test")
+    at.switch_page("pages/schedule.py").run()
+    session = at.session_state
+    sweep_status(session[state.MODEL].graph, session[state.SOLVER], (), session[state.TIME_LIMIT], wait=120)
+    at.run()
+    assert pareto_yaxis(at).get("type") != "log"
+    at.toggle(key="w_pareto_log").set_value(True).run()
+    assert not at.exception and pareto_yaxis(at)["type"] == "log" and session[state.PARETO_LOG] is True
+    at.switch_page("pages/timeline.py").run()
+    at.switch_page("pages/schedule.py").run()
+    assert at.toggle(key="w_pareto_log").value is True and pareto_yaxis(at)["type"] == "log"
+
+
+def pareto_yaxis(at: AppTest) -> dict:
+    """The y axis of the Schedule page's Pareto chart."""
+    return json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]
 
 
 def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():

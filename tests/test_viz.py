@@ -186,6 +186,24 @@ def test_module_memory_figure_folds_small_groups_into_one_bar():
     assert len(fig.layout.yaxis.categoryarray) == 6 and "(other modules: 26)" in fig.layout.yaxis.categoryarray
 
 
+def test_pareto_figure_on_a_log_axis_leaves_out_zero_overheads_and_says_so():
+    graph = training_chain(12, mem=2**20)
+    curve = pareto_curve(graph, "chen-greedy", sweep_budgets(graph, 8))
+    assert {p.overhead > 0 for p in curve.feasible_points} == {True, False}  # some recompute, some do not
+    peak = checkpoint_all_peak(graph)
+    linear = pareto_figure([curve], lower_bound=memory_lower_bound(graph), checkpoint_all_peak=peak, budget=peak,
+                           current={"chen-greedy": 0.0})
+    log = pareto_figure([curve], lower_bound=memory_lower_bound(graph), checkpoint_all_peak=peak, budget=peak,
+                        current={"chen-greedy": 0.0}, log_y=True)
+    assert linear.layout.yaxis.type != "log" and log.layout.yaxis.type == "log"
+    positive = [100 * p.overhead for p in curve.feasible_points if p.overhead > 0]
+    assert list(log.data[0].y) == positive and len(linear.data[0].y) == len(curve.feasible_points)
+    assert "chen-greedy at budget" not in {t.name for t in log.data}  # its star is at 0 %
+    notes = [a.text for a in log.layout.annotations]
+    assert "0% overheads (no recomputation) lie off a log axis" in notes
+    assert not any("log axis" in a.text for a in linear.layout.annotations)
+
+
 def test_tree_of_bags_figure_marks_the_widest_and_the_selected_bag():
     bags = [{"a", "b"}, {"b", "c", "d"}, {"c"}]
     fig = tree_of_bags_figure(bags, [(0, 1), (1, 2)], selected=1)
