@@ -114,8 +114,9 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
             st.plotly_chart(tree_of_bags_figure(tree.bags, tree.edges, labels=labels, selected=selected,
                                                 horizontal=True), key=f"{key}_tree",
                             on_select=partial(_picked, f"{key}_tree", "tree"), selection_mode="points")
-            st.caption("Each marker is a bag (its size inside; the widest in red). Every edge of the graph lies in "
-                       "some bag, and the bags holding a tensor form a connected subtree. Click a bag.")
+            st.caption("Each marker is a bag, larger for more vertices (hover to list them); the widest bags are red. "
+                       "Every edge of the graph lies in some bag, and the bags holding a tensor form a connected "
+                       "subtree. Click a bag to highlight its vertices in the DAG above.")
     if "path" in built:
         path, _ = built["path"]
         selected = picked[1] if picked and picked[0] == "path" else None

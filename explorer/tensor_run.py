@@ -50,10 +50,10 @@ def tensor_run_panel(model: Model, schedule: Schedule, key: tuple) -> TensorChec
                       disabled=blocked is not None, help=blocked or ABOUT, on_click=start_tensor_check,
                       args=(model, schedule, key), width="stretch")
         with result:
-            return _results(blocked, key)
+            return _results(blocked, key, schedule.budget)
 
 
-def _results(blocked: str | None, key: tuple) -> TensorCheck | None:
+def _results(blocked: str | None, key: tuple, budget: int | None) -> TensorCheck | None:
     if blocked is not None:
         st.caption(plain(blocked))
         return None
@@ -72,17 +72,19 @@ def _results(blocked: str | None, key: tuple) -> TensorCheck | None:
     if outcome.error:
         st.error(f"The run on real tensors failed: {plain(outcome.error)}", icon=":material/error:")
         return None
-    _check_metrics(outcome.check)
+    _check_metrics(outcome.check, budget)
     return outcome.check
 
 
-def _check_metrics(check: TensorCheck) -> None:
+def _check_metrics(check: TensorCheck, budget: int | None) -> None:
     grads, measured, simulated, timing = st.columns(4)
-    grads.metric("Gradients vs checkpoint-all", "match" if check.gradients_match else "differ",
-                 delta=f"max difference {check.max_gradient_difference:.3g}",
+    difference = check.max_gradient_difference
+    grads.metric("Gradients", "match" if check.gradients_match else "differ",
+                 delta="identical" if difference == 0 else f"max diff {difference:.2g}",
                  delta_color="normal" if check.gradients_match else "inverse", delta_arrow="off",
-                 help=f"Largest absolute difference from the checkpoint-all schedule's parameter gradients; they "
-                      f"match within {check.tolerance:g} of the largest gradient ({check.max_gradient:.3g}).")
+                 help=f"The parameter gradients against the checkpoint-all schedule's (no recomputation): the largest "
+                      f"absolute difference, and whether it is within {check.tolerance:g} of the largest gradient "
+                      f"({check.max_gradient:.3g}).")
     gap = check.measured_peak - check.simulated_peak
     measured.metric("Measured peak", format_bytes(check.measured_peak),
                     delta="= simulated" if gap == 0 else
@@ -90,10 +92,12 @@ def _check_metrics(check: TensorCheck) -> None:
                     delta_color="off", delta_arrow="off",
                     help="The most bytes of tensor storage really held after any op (module-level schedules: "
                          "after any op inside a module too).")
-    simulated.metric("Simulated peak", format_bytes(check.simulated_peak), delta="the simulator's memory model",
-                     delta_color="off", delta_arrow="off")
-    timing.metric("Run time", f"{check.seconds:.2f} s", delta=f"{check.computes:,} ops computed", delta_color="off",
-                  delta_arrow="off")
+    simulated.metric("Simulated peak", format_bytes(check.simulated_peak),
+                     delta=f"{check.simulated_peak / budget:.0%} of budget" if budget else None, delta_color="off",
+                     delta_arrow="off", help="The simulator's peak for this schedule, as on the Schedule page.")
+    timing.metric("Run time", f"{check.seconds:.2f} s", delta=f"{check.computes:,} computations", delta_color="off",
+                  delta_arrow="off", help="Wall time of the run on CPU tensors (op-level computations, "
+                                          "recomputations included).")
     if check.memory_gap == 0:
         st.caption("The dotted black line on the timeline is the real memory after each op: it lies on the simulated "
                    "total at every step.")

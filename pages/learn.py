@@ -13,11 +13,13 @@ from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason
 from remat_core.simulate import checkpoint_all_peak
 from remat_core.viz import memory_timeline_figure, path_strip_figure, tree_of_bags_figure
+from remat_core.timeline import describe_op, occurrences
 from remat_core.walkthrough import step_title, walkthrough_steps
 
 require_entry()
 
 STEP_KEY = "w_learn_step"
+REASONS_SHOWN = 6
 
 st.title("Learn")
 st.caption("Rematerialization, from first principles, on a graph small enough to follow every op.")
@@ -112,10 +114,16 @@ with st.container(border=True):
         where.append(f"recursion depth {step.depth}")
     if step.frame is not None:
         where.append(f"separator frame {plain(step.frame)}")
-    st.markdown(f"**Step {number} of {len(steps)}: {plain(step_title(graph, step))}**"
+    ops_range = f"op {step.first_op}" if step.first_op == step.last_op else f"ops {step.first_op}–{step.last_op}"
+    st.markdown(f"**Step {number} of {len(steps)}: {plain(step_title(graph, step))}** ({ops_range} on the timeline)"
                 + (f" · {', '.join(where)}" if where else ""))
-    for reason in step.reasons[:6]:
-        st.caption("· " + plain(describe_reason(reason)))
+    explained = [i for i in range(step.first_op, step.last_op + 1) if schedule.reason_at(i)]
+    occurrence = occurrences(result)
+    for i in explained[:REASONS_SHOWN]:
+        st.caption(f"· **{plain(describe_op(graph, result, i, occurrence[i]))}**: "
+                   f"{plain(describe_reason(schedule.reason_at(i)))}")
+    if len(explained) > REASONS_SHOWN:
+        st.caption(f"· … and {len(explained) - REASONS_SHOWN} more ops")
     st.markdown(f"Resident afterwards: **{format_bytes(step.memory)}** of {format_bytes(budget)} "
                 f"({len(resident)} tensors).")
 st.iframe(lesson_dag(graph.content_hash, graph, resident=tuple(resident), current=tuple(n for n, _ in step.computed)),

@@ -115,12 +115,13 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
     if budget is not None:
         shapes.append(_vline(budget / scale, BUDGET_COLOR, "solid", "budget"))
     if dropped:
-        annotations.append({"text": ZERO_NOTE, "x": 1.0, "y": 0.0, "xref": "paper", "yref": "paper",
+        annotations.append({"text": ZERO_NOTE, "x": 1.0, "y": 1.02, "xref": "paper", "yref": "paper",
                             "xanchor": "right", "yanchor": "bottom", "showarrow": False,
                             "font": {"size": 11, "color": LOWER_BOUND_COLOR}})
     low = min(lower_bound, min((p.budget for c in curves for p in c.points), default=lower_bound))
     span = max(top - low, 1)
-    yaxis = {**GRID, "title": "cost overhead over checkpoint-all (%, log scale)", "type": "log"} if log_y else \
+    yaxis = {**GRID, "title": "cost overhead over checkpoint-all (%, log scale)", "type": "log",
+             **_decade_ticks([y for trace in fig.data for y in (trace.y or ())])} if log_y else \
         {**GRID, "title": "cost overhead over checkpoint-all (%)", "rangemode": "tozero"}
     fig.update_layout(**base_layout(
         height=height, shapes=shapes, annotations=annotations, hovermode="closest",
@@ -128,6 +129,15 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
                "range": [(low - 0.04 * span) / scale, (top + 0.04 * span) / scale]},
         yaxis=yaxis))
     return fig
+
+
+def _decade_ticks(values: Sequence[float]) -> dict:
+    """Ticks at powers of ten only, when the values span a decade or more (plotly's own log ticks then
+    label 2 and 5 of every decade too, which reads as a jumble of small numbers)."""
+    positive = [v for v in values if v is not None and v > 0]
+    if not positive or max(positive) / min(positive) < 10:
+        return {}
+    return {"dtick": 1}
 
 
 def _vline(x: float, color: str, dash: str, name: str) -> dict:
