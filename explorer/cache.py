@@ -81,6 +81,11 @@ class BackgroundRunner:
         with self._lock:
             return self._jobs.get(key)
 
+    def forget(self, key: tuple) -> None:
+        """Drop the job kept under ``key`` (a later submit runs it again)."""
+        with self._lock:
+            self._jobs.pop(key, None)
+
     def submit(self, key: tuple, job: Callable[..., Any], *args: Any) -> AsyncResult:
         """The job's handle, starting ``job(*args)`` in the worker unless that key is running or done."""
         with self._lock:
@@ -228,10 +233,15 @@ def best_possible(graph: ComputeGraph, time_limit: float | None) -> list[tuple[i
 
 def start_tensor_check(model: Model, schedule: Schedule, key: tuple) -> None:
     """Run ``schedule`` on the real tensors of ``model`` in the execution worker, kept under ``key``
-    (see :func:`solve_key`); a run under that key already running or done is not started again."""
+    (see :func:`solve_key`); a run under that key that is running or succeeded is not started again,
+    one that failed is (pressing the button again retries it)."""
     if model.rebuild is None:
-        raise ValueError("start_tensor_check needs a model with a rebuild; check can_run_on_tensors first")
-    execute_runner().submit(key, tensor_check_job, portable(model.graph), model.rebuild, schedule)
+        raise ValueError("start_tensor_check needs a model with a rebuild; check why_not_runnable first")
+    runner = execute_runner()
+    kept = runner.find(key)
+    if kept is not None and kept.ready() and kept.get().error is not None:
+        runner.forget(key)
+    runner.submit(key, tensor_check_job, portable(model.graph), model.rebuild, schedule)
 
 
 def tensor_check_status(key: tuple, wait: float = 0) -> tuple[bool, CheckOutcome | None]:

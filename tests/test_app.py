@@ -290,6 +290,10 @@ def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_sched
     assert not at.exception and at.error and "The run on real tensors failed" in at.error[0].value
     assert at.session_state[state.MODEL] is model and at.session_state[state.BUDGET] == budget
     assert at.session_state[state.SOLVER] == solver and at.get("plotly_chart")  # the timeline is still drawn
+    failed = tensor_check_status(current_solve_key(at))[1]
+    run_button(at).click().run()  # pressing again retries a failed run
+    _, again = tensor_check_status(current_solve_key(at), wait=300)
+    assert again is not failed and "differs" in again.error
 
 
 def test_a_graph_read_from_a_file_cannot_run_on_real_tensors():
