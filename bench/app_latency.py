@@ -27,23 +27,15 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import state
 from explorer.cache import options_key, solve_outcome, sweep_status
-from explorer.zoo import traced_model, zoo_available
+from explorer.zoo import traced_model
 from remat_core import ComputeGraph, list_solvers
-from remat_core.generators import training_chain
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_MS = 300.0
 
 
 def bench_graphs() -> list[tuple[str, ComputeGraph]]:
-    """resnet50 at module level, and a ~2,000-node op-level graph (a 22-layer BERT-style encoder).
-
-    Without the zoo and tracer in the build, a generated 1,000-layer training chain (2,002 nodes)
-    stands in for the op-level graph, and resnet50 is skipped.
-    """
-    if not zoo_available():
-        print("resnet50 (module level): skipped, the zoo and tracer are not in this build")
-        return [("training chain, 1,000 layers, generated", training_chain(1000, mem=2**20))]
+    """resnet50 at module level, and a ~2,000-node op-level graph (a 22-layer BERT-style encoder)."""
     resnet = traced_model("resnet50", "module", "flops", (("batch_size", 8),)).graph
     encoder = traced_model("transformer", "op", "flops", (("batch_size", 8), ("depth", 22))).graph
     return [(f"resnet50, module level, batch 8 ({len(resnet):,} nodes)", resnet),

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from remat_core import ComputeGraph, RematError, get_solver, list_solvers
+from remat_core import ComputeGraph, RematError, Schedule, get_solver, list_solvers
 from remat_core.compare import LP_SOLVER, sweep_budgets
 from remat_core.pareto import ParetoCurve
 from remat_core.simulate import checkpoint_all_cost
@@ -29,7 +29,9 @@ from remat_core.timeline import simulation_of
 from remat_core.views import full_view, module_view, neighbourhood_view
 from remat_core.viz import dag_html, lifetime_chart, memory_timeline_figure
 
-from .worker import Outcome, lp_bound_job, outcome_job, portable, sweep_point_job
+from .state import Model
+from .worker import (CheckOutcome, Outcome, lp_bound_job, outcome_job, portable, share_cores, sweep_point_job,
+                     tensor_check_job)
 
 SWEEP_POINTS = 14
 EXACT_SWEEP_POINTS = 6
@@ -61,9 +63,9 @@ class BackgroundRunner:
     (the server has threads, which ``fork`` must not copy) and stopped when the server exits.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, initializer: Callable[[], None] | None = None) -> None:
         self.name = name
-        self._pool = multiprocessing.get_context("spawn").Pool(processes=1)
+        self._pool = multiprocessing.get_context("spawn").Pool(processes=1, initializer=initializer)
         self._jobs: OrderedDict[tuple, AsyncResult] = OrderedDict()
         self._lock = threading.Lock()
         atexit.register(self._pool.terminate)
@@ -73,6 +75,16 @@ class BackgroundRunner:
         with self._lock:
             self._pool.terminate()
             self._jobs.clear()
+
+    def find(self, key: tuple) -> AsyncResult | None:
+        """The job kept under ``key`` (running or done), or None if none was submitted (or it was dropped)."""
+        with self._lock:
+            return self._jobs.get(key)
+
+    def forget(self, key: tuple) -> None:
+        """Drop the job kept under ``key`` (a later submit runs it again)."""
+        with self._lock:
+            self._jobs.pop(key, None)
 
     def submit(self, key: tuple, job: Callable[..., Any], *args: Any) -> AsyncResult:
         """The job's handle, starting ``job(*args)`` in the worker unless that key is running or done."""
@@ -89,7 +101,7 @@ class BackgroundRunner:
 
 def stop_background_work() -> None:
     """Stop every worker and forget their results; the next request starts fresh workers."""
-    for runner in (solve_runner, sweep_runner, exact_sweep_runner):
+    for runner in (solve_runner, sweep_runner, exact_sweep_runner, execute_runner):
         runner().stop()
         runner.clear()
 
@@ -123,6 +135,17 @@ def exact_sweep_runner() -> BackgroundRunner:
     return BackgroundRunner("exact-sweep")
 
 
+@st.cache_resource
+def execute_runner() -> BackgroundRunner:
+    """Schedules run on real tensors (PyTorch in a worker of its own, on half the cores)."""
+    return BackgroundRunner("execute", initializer=share_cores)
+
+
+def solve_key(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None) -> tuple:
+    """What a solve's result is kept under: the graph's content hash, the solver, budget, options and time limit."""
+    return graph.content_hash, solver, int(budget), options, time_limit
+
+
 def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None,
                   wait: float | None = None) -> Outcome | None:
     """The solve at ``budget``, computed once in the background and kept.
@@ -131,7 +154,7 @@ def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple,
     number waits at most that many seconds and returns None if the solve is still running (the
     Schedule page then shows the sweep's estimate).
     """
-    key = (graph.content_hash, solver, int(budget), options, time_limit)
+    key = solve_key(graph, solver, budget, options, time_limit)
     job = solve_runner().submit(key, outcome_job, portable(graph), solver, int(budget), options, time_limit)
     outcome = _result(job, wait)
     if outcome is None and wait is None:
@@ -170,7 +193,7 @@ def sweep_status(graph: ComputeGraph, solver: str, options: tuple, time_limit: f
     runner = exact_sweep_runner() if exact else sweep_runner()
     budgets = sweep_budgets(graph, EXACT_SWEEP_POINTS if exact else SWEEP_POINTS)
     source = portable(graph)
-    jobs = [runner.submit((graph.content_hash, solver, b, options, time_limit), sweep_point_job, source, solver, b,
+    jobs = [runner.submit(solve_key(graph, solver, b, options, time_limit), sweep_point_job, source, solver, b,
                           options, time_limit) for b in budgets]
     if wait > 0 and jobs:
         jobs[-1].wait(wait)
@@ -206,16 +229,41 @@ def best_possible(graph: ComputeGraph, time_limit: float | None) -> list[tuple[i
     return bounds
 
 
+# -- runs on real tensors ---------------------------------------------------------------------------
+
+def start_tensor_check(model: Model, schedule: Schedule, key: tuple) -> None:
+    """Run ``schedule`` on the real tensors of ``model`` in the execution worker, kept under ``key``
+    (see :func:`solve_key`); a run under that key that is running or succeeded is not started again,
+    one that failed is (pressing the button again retries it)."""
+    if model.rebuild is None:
+        raise ValueError("start_tensor_check needs a model with a rebuild; check why_not_runnable first")
+    runner = execute_runner()
+    kept = runner.find(key)
+    if kept is not None and kept.ready() and kept.get().error is not None:
+        runner.forget(key)
+    runner.submit(key, tensor_check_job, portable(model.graph), model.rebuild, schedule)
+
+
+def tensor_check_status(key: tuple, wait: float = 0) -> tuple[bool, CheckOutcome | None]:
+    """Whether a run was started under ``key``, and its outcome once done (waiting up to ``wait`` seconds)."""
+    job = execute_runner().find(key)
+    if job is None:
+        return False, None
+    return True, _result(job, wait)
+
+
 # -- figures and views ------------------------------------------------------------------------------
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def timeline_figures(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
-                     time_limit: float | None, lifetime_rows: int) -> tuple[dict, dict]:
-    """The animated memory timeline and the lifetime chart of one solve, as plotly dicts."""
+                     time_limit: float | None, lifetime_rows: int,
+                     measured: tuple[int, ...] | None = None) -> tuple[dict, dict]:
+    """The animated memory timeline (with the ``measured`` bytes after each op, when the schedule was
+    run on real tensors) and the lifetime chart of one solve, as plotly dicts."""
     outcome = solve_outcome(_graph, solver, budget, options, time_limit)
     if outcome.schedule is None:
         raise ValueError("timeline_figures needs a feasible solve; check solve_outcome first")
-    return (memory_timeline_figure(_graph, outcome.schedule).to_dict(),
+    return (memory_timeline_figure(_graph, outcome.schedule, measured=measured).to_dict(),
             lifetime_chart(_graph, outcome.schedule, max_rows=lifetime_rows).to_dict())
 
 

@@ -1,28 +1,22 @@
 """The decompositions the treewidth and pathwidth solvers recurse on, for the Graph and Learn pages.
 
-Needs :mod:`remat_core.decompose`; :func:`decompose_available` says whether this build has it.
 Decompositions are cached by the graph's content hash; a bag picked in a figure (or in the bag
 selector) is kept in the session, so the DAG drawn above the figures can highlight its vertices.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from functools import partial
 from typing import Any
 
 import streamlit as st
 
 from remat_core import ComputeGraph, RematError
+from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
 from remat_core.viz import path_strip_figure, tree_of_bags_figure
 
 SELECTED_BAG = "graph_selected_bag"
 """Session key: ``(kind, bag index)`` of the bag to highlight, or None."""
-
-
-def decompose_available() -> bool:
-    """Whether tree and path decompositions (``remat_core.decompose``) are part of this build."""
-    return importlib.util.find_spec("remat_core.decompose") is not None
 
 
 @st.cache_data(max_entries=24, show_spinner="Decomposing the graph…")
@@ -34,8 +28,6 @@ def decomposition(graph_key: str, _graph: ComputeGraph, kind: str, method: str):
     DecompositionError
         For a method that refuses the graph (the exact method above its size limit).
     """
-    from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
-
     del graph_key
     built = tree_decomposition(_graph, method) if kind == "tree" else path_decomposition(_graph, method)
     return built, separator_tree(built)
@@ -44,7 +36,7 @@ def decomposition(graph_key: str, _graph: ComputeGraph, kind: str, method: str):
 def selected_bag_vertices(graph: ComputeGraph, methods: dict[str, str]) -> tuple[str, ...]:
     """The node ids of the bag picked on this page (empty when none is, or it no longer exists)."""
     picked = st.session_state.get(SELECTED_BAG)
-    if not picked or not decompose_available():
+    if not picked:
         return ()
     kind, index = picked
     try:
@@ -122,8 +114,9 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
             st.plotly_chart(tree_of_bags_figure(tree.bags, tree.edges, labels=labels, selected=selected,
                                                 horizontal=True), key=f"{key}_tree",
                             on_select=partial(_picked, f"{key}_tree", "tree"), selection_mode="points")
-            st.caption("Each marker is a bag (its size inside; the widest in red). Every edge of the graph lies in "
-                       "some bag, and the bags holding a tensor form a connected subtree. Click a bag.")
+            st.caption("Each marker is a bag, larger for more vertices (hover to list them); the widest bags are red. "
+                       "Every edge of the graph lies in some bag, and the bags holding a tensor form a connected "
+                       "subtree. Click a bag to highlight its vertices in the DAG above.")
     if "path" in built:
         path, _ = built["path"]
         selected = picked[1] if picked and picked[0] == "path" else None

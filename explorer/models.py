@@ -7,20 +7,20 @@ pickle, no user Python.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import tempfile
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
 
 from remat_core import ComputeGraph, GraphError, parse_graph
+from remat_core.backward import with_backward
 from remat_core.budget import format_bytes
 from remat_core.generators import random_dag, training_chain
 from remat_core.io import registered_graph_suffixes
+from remat_core.pt2_import import parse_pt2
 
 from .state import Model
-from .zoo import default_zoo_model, zoo_available
+from .zoo import default_zoo_model
 
 MAX_UPLOAD_BYTES = 64 * 2**20
 """Larger files are refused before they are parsed."""
@@ -29,33 +29,16 @@ MAX_MODEL_NODES = 100_000
 JSON_SUFFIXES = (".json",)
 PT2_SUFFIX = ".pt2"
 
-DEFAULT_CHAIN_LAYERS = 24
-DEFAULT_CHAIN_MEM = 4 * 2**20
-
-
-def pt2_available() -> bool:
-    """Whether this build can import ``torch.export`` programs (``remat_core.pt2_import``)."""
-    return importlib.util.find_spec("remat_core.pt2_import") is not None
-
-
-def backward_available() -> bool:
-    """Whether this build can add a backward pass to a forward-only graph (``remat_core.with_backward``)."""
-    return importlib.util.find_spec("remat_core.backward") is not None
-
 
 def upload_suffixes() -> tuple[str, ...]:
     """File types an upload may be: JSON graphs, every suffix with a registered loader, ``.pt2`` exports."""
-    extra = (PT2_SUFFIX,) if pt2_available() else ()
-    return JSON_SUFFIXES + tuple(sorted(set(registered_graph_suffixes()) | set(extra)))
+    return JSON_SUFFIXES + tuple(sorted(set(registered_graph_suffixes()) | {PT2_SUFFIX}))
 
 
 @st.cache_resource(show_spinner=False)
 def default_model() -> Model:
-    """The model a new session opens on: a ResNet-18 from the zoo, else a generated training chain."""
-    if zoo_available():
-        return default_zoo_model()
-    graph = training_chain(DEFAULT_CHAIN_LAYERS, mem=DEFAULT_CHAIN_MEM, name="training-chain-24")
-    return Model(graph, "generated: training graph of a 24-layer chain (4 MiB per activation)")
+    """The model a new session opens on: a ResNet-18 from the zoo (see :func:`explorer.zoo.default_zoo_model`)."""
+    return default_zoo_model()
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
@@ -99,22 +82,14 @@ def model_from_upload(name: str, data: bytes, add_backward: bool = True, level: 
     if len(data) > MAX_UPLOAD_BYTES:
         raise GraphError(f"{name} is {format_bytes(len(data))}, more than the {format_bytes(MAX_UPLOAD_BYTES)} the "
                          f"explorer reads; use the command line (python -m remat_core) for it")
-    graph = _read_pt2(name, data, level) if suffix == PT2_SUFFIX else parse_graph(data, name)
+    rebuild = partial(parse_pt2, data, level=level, name=Path(name).stem) if suffix == PT2_SUFFIX else None
+    graph = rebuild() if rebuild is not None else parse_graph(data, name)
     origin = f"uploaded: {name}"
-    if add_backward and backward_available() and not any(n.kind == "backward" for n in graph.nodes):
-        graph = importlib.import_module("remat_core.backward").with_backward(graph)
+    if add_backward and not any(n.kind == "backward" for n in graph.nodes):
+        graph = with_backward(graph)
         origin += " (forward only: backward pass added)"
     check_size(graph, name)
-    return Model(graph, origin)
-
-
-def _read_pt2(name: str, data: bytes, level: str) -> ComputeGraph:
-    """A ``torch.export`` program through ``remat_core.pt2_import`` (its safe loader), from a temporary file."""
-    load_pt2 = importlib.import_module("remat_core.pt2_import").load_pt2
-    with tempfile.TemporaryDirectory(prefix="remat-upload-") as folder:
-        path = Path(folder) / "upload.pt2"
-        path.write_bytes(data)
-        return load_pt2(path, level=level, name=Path(name).stem)
+    return Model(graph, origin, rebuild=rebuild)
 
 
 def check_size(graph: ComputeGraph, source: str) -> None:

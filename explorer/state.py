@@ -8,7 +8,7 @@ the canonical keys in their ``on_change`` callbacks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
@@ -23,6 +23,7 @@ OPTIONS = "options"
 TIME_LIMIT = "time_limit"
 WHY_TENSOR = "why_tensor"
 NOTICE = "notice"
+PARETO_LOG = "pareto_log_y"
 
 PREFERRED_SOLVERS = ("dtr", "rotor", "chen-greedy", "checkmate-lp", "treewidth", "lru", DEFAULT_SOLVER)
 """The first of these that is registered is the solver a new session starts with."""
@@ -33,11 +34,18 @@ DEFAULT_BUDGET_FRACTION = 0.5
 
 @dataclass(frozen=True)
 class Model:
-    """The model being explored: its graph, where it came from, and its parameter count if known."""
+    """The model being explored: its graph, where it came from, and its parameter count if known.
+
+    ``rebuild`` traces the model again, giving the graph with the model behind it: a picklable
+    callable (a ``functools.partial`` of a tracer), because the model itself does not travel to the
+    worker process that runs schedules on real tensors. None when no model stands behind the graph
+    (a graph read from JSON or ONNX, or generated).
+    """
 
     graph: ComputeGraph
     origin: str
     parameters: int | None = None
+    rebuild: Callable[[], ComputeGraph] | None = None
 
     @property
     def key(self) -> str:
@@ -54,6 +62,7 @@ def ensure(default_model) -> None:
     state.setdefault(COMPARE, [])
     state.setdefault(OPTIONS, {})
     state.setdefault(TIME_LIMIT, DEFAULT_TIME_LIMIT)
+    state.setdefault(PARETO_LOG, False)
     registered = {s.name for s in list_solvers()}
     if state[SOLVER] not in registered:
         state[SOLVER] = default_solver()
@@ -119,6 +128,15 @@ def set_option(name: str, option: str, value: Any, default: Any) -> None:
     else:
         chosen[option] = value
     st.session_state[OPTIONS] = {**st.session_state[OPTIONS], name: chosen}
+
+
+def pareto_log() -> bool:
+    """Whether the Pareto chart's overhead axis is logarithmic."""
+    return bool(st.session_state[PARETO_LOG])
+
+
+def set_pareto_log(value: bool) -> None:
+    st.session_state[PARETO_LOG] = bool(value)
 
 
 def notice(text: str) -> None:

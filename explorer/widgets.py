@@ -15,7 +15,7 @@ import streamlit as st
 
 from remat_core import BudgetError, Schedule, get_solver, list_solvers, parse_budget
 from remat_core.budget import format_bytes
-from remat_core.pareto import CurvePoint, ParetoCurve, curve_table
+from remat_core.pareto import CurvePoint, ParetoCurve, curve_table, reported_gap
 from remat_core.summary import graph_summary
 from remat_core.viz.palette import BUDGET_COLOR, LOWER_BOUND_COLOR, ByteUnit, unit_for
 
@@ -272,6 +272,52 @@ def outcome_message(outcome: Outcome, solver: str, budget: int, smallest_known: 
     if button_key and st.button(f"Use {format_bytes(smallest)}", key=button_key, icon=":material/arrow_forward:"):
         state.set_budget(smallest)
         st.rerun()
+
+
+def log_scale_toggle(key: str = "w_pareto_log") -> bool:
+    """The Pareto chart's log-scale switch for the overhead axis (kept in the session across pages)."""
+    st.session_state[key] = state.pareto_log()
+    st.toggle("Log-scale overhead", key=key, on_change=lambda: state.set_pareto_log(st.session_state[key]),
+              help="Near the lower bound overheads span orders of magnitude: a log axis tells the solvers apart "
+                   "there. Budgets that need no recomputation (0 %) have no place on it.")
+    return state.pareto_log()
+
+
+GAP_COLUMN = "MIP gap"
+GAP_HELP = ("The exact solver's relative optimality gap, (cost − proven lower bound) / cost: 0 means proved optimal "
+            "(for the solver's formulation); a positive gap means the time limit ran out first.")
+
+
+def comparison_rows(outcomes: dict[str, Outcome | None]) -> list[dict[str, Any]]:
+    """The table of the solvers at the current budget, one row per solver (in the mapping's order).
+
+    A ``MIP gap`` column appears when any schedule's solver reports a gap
+    (:func:`remat_core.pareto.reported_gap`); solvers that report none show a dash there.
+    """
+    gaps = {name: reported_gap(o.schedule.solver_info) if o is not None and o.schedule is not None else None
+            for name, o in outcomes.items()}
+    rows = []
+    for name, outcome in outcomes.items():
+        if outcome is None or outcome.schedule is None:
+            status = "solving…" if outcome is None else ("error" if outcome.error else "infeasible")
+            row = {"solver": name, "status": status, "peak": None, "overhead": None, "recomputed": None,
+                   "solve ms": None}
+        else:
+            stats = outcome.schedule.stats
+            row = {"solver": name, "status": "exact solver" if get_solver(name).exact else "heuristic",
+                   "peak": format_bytes(stats["peak"]), "overhead": percent(stats["overhead"]),
+                   "recomputed": stats["recomputed_nodes"], "solve ms": round(stats["solve_seconds"] * 1e3, 1)}
+        if any(g is not None for g in gaps.values()):
+            row[GAP_COLUMN] = gap_text(gaps[name])
+        rows.append(row)
+    return rows
+
+
+def gap_text(gap: float | None) -> str:
+    """A reported optimality gap in the table: a dash for none, ``0 % (optimal)``, else three digits."""
+    if gap is None:
+        return "—"
+    return "0% (optimal)" if gap == 0 else f"{100 * gap:.3g}%"
 
 
 def schedule_download(schedule: Schedule, key: str) -> None:

@@ -1,24 +1,31 @@
-"""The jobs the explorer runs in worker processes: exact solves and sweep points.
+"""The jobs the explorer runs in worker processes: exact solves, sweep points, and runs on real tensors.
 
 They run in separate processes (see :mod:`explorer.cache`) so that a solver that computes for
 seconds holds no lock the app's own thread needs. This module imports no Streamlit and takes
 only plain, picklable data: a graph travels as its ``remat-graph`` document with its content
 hash, and each worker process rebuilds a graph once and keeps it (attachments such as a traced FX
-module stay in the app's process; no solver reads them).
+module stay in the app's process; no solver reads them). A run on real tensors needs the model
+behind the graph: the job gets the model's ``rebuild`` (see :class:`explorer.state.Model`), traces
+it once in its worker and keeps it beside the graph.
 """
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from remat_core import ComputeGraph, InfeasibleBudget, RematError, Schedule, solve
 from remat_core.compare import LP_AVAILABLE, lp_lower_bound
 from remat_core.pareto import CurvePoint, solve_point
+from remat_core.tensor_check import TensorCheck, check_on_tensors
 
 KEPT_GRAPHS = 8
 _graphs: OrderedDict[str, ComputeGraph] = OrderedDict()
+KEPT_MODELS = 2
+"""Traced models kept by the execution worker (each holds its weights and example inputs)."""
+_models: OrderedDict[str, ComputeGraph] = OrderedDict()
 
 PortableGraph = tuple[str, Mapping[str, Any]]
 """A graph as a job takes it: ``(content hash, remat-graph document)``."""
@@ -51,14 +58,19 @@ def portable(graph: ComputeGraph) -> PortableGraph:
     return graph.content_hash, graph.memo("remat-graph document", graph.to_json)
 
 
+def _kept(cache: OrderedDict, key: str, build: Callable[[], Any], size: int) -> Any:
+    """``cache[key]``, built on first use; the least recently used entries beyond ``size`` dropped."""
+    if key not in cache:
+        cache[key] = build()
+        while len(cache) > size:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    return cache[key]
+
+
 def _graph(source: PortableGraph) -> ComputeGraph:
     key, doc = source
-    if key not in _graphs:
-        _graphs[key] = ComputeGraph.from_json(doc)
-        while len(_graphs) > KEPT_GRAPHS:
-            _graphs.popitem(last=False)
-    _graphs.move_to_end(key)
-    return _graphs[key]
+    return _kept(_graphs, key, lambda: ComputeGraph.from_json(doc), KEPT_GRAPHS)
 
 
 def outcome_job(source: PortableGraph, solver: str, budget: int, options: tuple[tuple[str, Any], ...],
@@ -83,3 +95,31 @@ def lp_bound_job(source: PortableGraph, budget: int, time_limit: float | None) -
     the relaxation is infeasible, unproven in time, or refuses the graph)."""
     bound = lp_lower_bound(_graph(source), budget, time_limit)
     return bound.overhead if bound.status == LP_AVAILABLE else None
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """A run on real tensors as the Timeline page needs it: the check, or why there is none."""
+
+    check: TensorCheck | None = None
+    error: str | None = None
+
+
+def share_cores() -> None:
+    """Initialise the execution worker: PyTorch's intra-op threads get half the CPU cores, the rest
+    stay with the app and the solver workers (oversubscribed threads made runs several times slower)."""
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+
+
+def tensor_check_job(source: PortableGraph, rebuild: Callable[[], ComputeGraph], schedule: Schedule) -> CheckOutcome:
+    """:func:`remat_core.tensor_check.check_on_tensors` on the model ``rebuild`` traces (once per graph
+    in this process, checked to be the graph of ``source``); package errors become a :class:`CheckOutcome`."""
+    from remat_core.execute import with_model_of  # PyTorch: only the execution worker loads it
+
+    try:
+        graph = _kept(_models, source[0], lambda: with_model_of(_graph(source), rebuild()), KEPT_MODELS)
+        return CheckOutcome(check=check_on_tensors(graph, schedule))
+    except RematError as e:
+        return CheckOutcome(error=str(e))

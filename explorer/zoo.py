@@ -1,15 +1,15 @@
-"""Zoo models for the explorer: widgets built from each model's declared options, traces cached.
-
-Needs :mod:`remat_core.zoo` and :mod:`remat_core.trace` (PyTorch); :func:`zoo_available` says
-whether this build has them, and the Model page says so when it does not.
-"""
+"""Zoo models for the explorer: widgets built from each model's declared options, traces cached."""
 
 from __future__ import annotations
 
-import importlib.util
+from functools import partial
 from typing import Any
 
 import streamlit as st
+
+from remat_core.cost_models import COST_MODELS
+from remat_core.trace import LEVELS, trace_zoo_model
+from remat_core.zoo import build_model, get_spec, list_models, param_count
 
 from .state import Model
 
@@ -17,11 +17,6 @@ DEFAULT_ZOO_MODEL = "resnet18"
 DEFAULT_ZOO_BATCH = 4
 DEFAULT_LEVEL = "module"
 DEFAULT_COST = "flops"
-
-
-def zoo_available() -> bool:
-    """Whether the model zoo and the tracer are part of this build."""
-    return all(importlib.util.find_spec(name) is not None for name in ("remat_core.zoo", "remat_core.trace"))
 
 
 @st.cache_resource(show_spinner="Tracing the model…", max_entries=8)
@@ -34,19 +29,16 @@ def traced_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST
     ZooError, TraceError
         For an unknown model or option, or a model the tracer cannot handle.
     """
-    from remat_core.trace import trace_zoo_model
-    from remat_core.zoo import build_model, param_count
-
     chosen = dict(options)
     graph = trace_zoo_model(name, level=level, cost=cost, **chosen)
     parameters = param_count(build_model(name, device="meta", **chosen).module)
     settings = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in chosen.items())
     return Model(graph, f"zoo: {name} ({settings + ', ' if settings else ''}{level} level, {cost} costs)",
-                 parameters)
+                 parameters, rebuild=partial(trace_zoo_model, name, level=level, cost=cost, **chosen))
 
 
 def default_zoo_model() -> Model:
-    """The model a new session opens on when the zoo is present: a ResNet-18, small batch, module level."""
+    """The model a new session opens on: a ResNet-18, small batch, module level."""
     return traced_model(DEFAULT_ZOO_MODEL, DEFAULT_LEVEL, DEFAULT_COST, (("batch_size", DEFAULT_ZOO_BATCH),))
 
 
@@ -60,10 +52,6 @@ def zoo_form() -> Model | None:
     ZooError, TraceError
         From :func:`traced_model`.
     """
-    from remat_core.cost_models import COST_MODELS
-    from remat_core.trace import LEVELS
-    from remat_core.zoo import get_spec, list_models
-
     names = list_models()
     name = st.selectbox("Model", names, index=names.index(DEFAULT_ZOO_MODEL) if DEFAULT_ZOO_MODEL in names else 0,
                         key="w_zoo_model", format_func=lambda n: f"{n} · {get_spec(n).description}")

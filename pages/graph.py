@@ -6,9 +6,10 @@ import streamlit as st
 
 from explorer import state
 from explorer.cache import dag_page
-from explorer.decompositions import decompose_available, decomposition_figures, selected_bag_vertices
+from explorer.decompositions import decomposition_figures, selected_bag_vertices
 from explorer.frame import require_entry
 from explorer.widgets import plain
+from remat_core.decompose import PATH_METHODS, TREE_HEURISTICS
 from remat_core.summary import graph_summary
 from remat_core.views import MAX_DRAWN_NODES
 from remat_core.viz.palette import KIND_COLORS
@@ -73,23 +74,16 @@ st.markdown(f"{legend} &nbsp; ■ pinned (parameters, inputs) · size by memory 
             f"module · scroll to zoom (long graphs open on their first layers), drag to pan", unsafe_allow_html=True)
 
 st.subheader("Decompositions")
-if not decompose_available():
-    st.info("Tree and path decompositions (`remat_core.decompose`) are not part of this build yet: the tree of "
-            "bags, the path strip and the separator tree will appear here once they land.",
-            icon=":material/construction:")
-else:
-    from remat_core.decompose import PATH_METHODS, TREE_HEURISTICS
-
-    st.caption("Of the undirected skeleton, parameters and inputs left out (they are always resident). The "
-               "treewidth solver recurses on the tree decomposition's separator tree, the pathwidth solvers on "
-               "the path decomposition.")
-    left, right = st.columns(2)
-    left.selectbox("Tree decomposition", TREE_HEURISTICS, key=TREE_METHOD_KEY,
-                   index=TREE_HEURISTICS.index(DEFAULT_METHODS["tree"]),
-                   help="min_degree and min_fill are networkx heuristics; exact searches for the optimum on "
-                        "small graphs.")
-    right.selectbox("Path decomposition", PATH_METHODS, key=PATH_METHOD_KEY,
-                    index=PATH_METHODS.index(DEFAULT_METHODS["path"]),
-                    help="vertex_separation: a width-minimising vertex ordering; from_tree: read off the tree "
-                         "decomposition; best: the narrower of both.")
-    decomposition_figures(graph, methods, key="graph")
+st.caption("Of the undirected skeleton, parameters and inputs left out (they are always resident). The "
+           "treewidth solver recurses on the tree decomposition's separator tree, the pathwidth solvers on "
+           "the path decomposition.")
+left, right = st.columns(2)
+left.selectbox("Tree decomposition", TREE_HEURISTICS, key=TREE_METHOD_KEY,
+               index=TREE_HEURISTICS.index(DEFAULT_METHODS["tree"]),
+               help="min_degree and min_fill are networkx heuristics; exact searches for the optimum on "
+                    "small graphs.")
+right.selectbox("Path decomposition", PATH_METHODS, key=PATH_METHOD_KEY,
+                index=PATH_METHODS.index(DEFAULT_METHODS["path"]),
+                help="vertex_separation: a width-minimising vertex ordering; from_tree: read off the tree "
+                     "decomposition; best: the narrower of both.")
+decomposition_figures(graph, methods, key="graph")

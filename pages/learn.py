@@ -4,7 +4,7 @@ import streamlit as st
 
 from explorer import state
 from explorer.cache import options_key, solve_outcome
-from explorer.decompositions import decompose_available, decomposition
+from explorer.decompositions import decomposition
 from explorer.frame import require_entry
 from explorer.learn import EXAMPLE_LAYERS, example_graph, learn_solver, lesson_dag, recursion_decomposition
 from explorer.widgets import option_widgets, percent, plain
@@ -13,11 +13,13 @@ from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason
 from remat_core.simulate import checkpoint_all_peak
 from remat_core.viz import memory_timeline_figure, path_strip_figure, tree_of_bags_figure
+from remat_core.timeline import describe_op, occurrences
 from remat_core.walkthrough import step_title, walkthrough_steps
 
 require_entry()
 
 STEP_KEY = "w_learn_step"
+REASONS_SHOWN = 6
 
 st.title("Learn")
 st.caption("Rematerialization, from first principles, on a graph small enough to follow every op.")
@@ -69,31 +71,25 @@ st.markdown(f"**{plain(chosen)}** fits {format_bytes(budget)} with a peak of **{
 
 st.subheader("3 · Tree and path decompositions")
 recursion = recursion_decomposition(chosen, state.options_of(chosen))
-built = {}
-if not decompose_available():
-    st.info("The treewidth and pathwidth solvers recurse on a tree (or path) decomposition of the graph. The "
-            "decompositions (`remat_core.decompose`) are not part of this build yet; their figures will appear "
-            "here.", icon=":material/construction:")
-else:
-    st.markdown(
-        "Forget the edges' directions and the always-resident inputs: a **tree decomposition** covers the graph with "
-        "small *bags* of tensors, joined in a tree, so that every edge lies inside some bag and the bags holding one "
-        "tensor are connected. A **path decomposition** is one whose tree is a path. The *width* (largest bag minus "
-        "one) stays small for training graphs however deep the network: forward and backward interleave like the "
-        "rungs of a ladder. Any bag *separates* the graph: the recursion keeps a separator bag's tensors, solves "
-        "each side, and recurses, so memory grows with width x recursion depth, not with the number of layers.")
-    for kind, method in (("tree", recursion.get("tree", "min_degree")), ("path", recursion.get("path", "best"))):
-        built[kind] = decomposition(graph.content_hash, graph, kind, method)
-    tree, tree_separators = built["tree"]
-    path, _ = built["path"]
-    left, right = st.columns(2)
-    with left:
-        st.markdown(f"**Tree decomposition**: width {tree.width}, {len(tree.bags)} bags")
-        st.plotly_chart(tree_of_bags_figure(tree.bags, tree.edges, labels=labels, height=300, horizontal=True),
-                        key="learn_tree")
-    with right:
-        st.markdown(f"**Path decomposition**: width {path.width}, {len(path.bags)} bags")
-        st.plotly_chart(path_strip_figure(path.bags, labels=labels, height=300), key="learn_path")
+st.markdown(
+    "Forget the edges' directions and the always-resident inputs: a **tree decomposition** covers the graph with "
+    "small *bags* of tensors, joined in a tree, so that every edge lies inside some bag and the bags holding one "
+    "tensor are connected. A **path decomposition** is one whose tree is a path. The *width* (largest bag minus "
+    "one) stays small for training graphs however deep the network: forward and backward interleave like the "
+    "rungs of a ladder. Any bag *separates* the graph: the recursion keeps a separator bag's tensors, solves "
+    "each side, and recurses, so memory grows with width x recursion depth, not with the number of layers.")
+built = {kind: decomposition(graph.content_hash, graph, kind, method)
+         for kind, method in (("tree", recursion.get("tree", "min_degree")), ("path", recursion.get("path", "best")))}
+tree, tree_separators = built["tree"]
+path, _ = built["path"]
+left, right = st.columns(2)
+with left:
+    st.markdown(f"**Tree decomposition**: width {tree.width}, {len(tree.bags)} bags")
+    st.plotly_chart(tree_of_bags_figure(tree.bags, tree.edges, labels=labels, height=300, horizontal=True),
+                    key="learn_tree")
+with right:
+    st.markdown(f"**Path decomposition**: width {path.width}, {len(path.bags)} bags")
+    st.plotly_chart(path_strip_figure(path.bags, labels=labels, height=300), key="learn_path")
 
 st.subheader("4 · Step through the schedule")
 steps = walkthrough_steps(schedule)
@@ -118,10 +114,16 @@ with st.container(border=True):
         where.append(f"recursion depth {step.depth}")
     if step.frame is not None:
         where.append(f"separator frame {plain(step.frame)}")
-    st.markdown(f"**Step {number} of {len(steps)}: {plain(step_title(graph, step))}**"
+    ops_range = f"op {step.first_op}" if step.first_op == step.last_op else f"ops {step.first_op}–{step.last_op}"
+    st.markdown(f"**Step {number} of {len(steps)}: {plain(step_title(graph, step))}** ({ops_range} on the timeline)"
                 + (f" · {', '.join(where)}" if where else ""))
-    for reason in step.reasons[:6]:
-        st.caption("· " + plain(describe_reason(reason)))
+    explained = [i for i in range(step.first_op, step.last_op + 1) if schedule.reason_at(i)]
+    occurrence = occurrences(result)
+    for i in explained[:REASONS_SHOWN]:
+        st.caption(f"· **{plain(describe_op(graph, result, i, occurrence[i]))}**: "
+                   f"{plain(describe_reason(schedule.reason_at(i)))}")
+    if len(explained) > REASONS_SHOWN:
+        st.caption(f"· … and {len(explained) - REASONS_SHOWN} more ops")
     st.markdown(f"Resident afterwards: **{format_bytes(step.memory)}** of {format_bytes(budget)} "
                 f"({len(resident)} tensors).")
 st.iframe(lesson_dag(graph.content_hash, graph, resident=tuple(resident), current=tuple(n for n, _ in step.computed)),

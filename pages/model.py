@@ -7,10 +7,10 @@ import streamlit as st
 
 from explorer import state
 from explorer.frame import require_entry
-from explorer.models import (MAX_UPLOAD_BYTES, backward_available, generated_random_dag, generated_training_chain,
-                             model_from_upload, pt2_available, upload_suffixes)
+from explorer.models import (MAX_UPLOAD_BYTES, generated_random_dag, generated_training_chain, model_from_upload,
+                             upload_suffixes)
 from explorer.widgets import plain
-from explorer.zoo import zoo_available, zoo_form
+from explorer.zoo import zoo_form
 from remat_core import RematError
 from remat_core.budget import format_bytes
 from remat_core.summary import graph_summary
@@ -30,20 +30,16 @@ if message := state.pop_notice():
 zoo_tab, upload_tab, generated_tab = st.tabs(["Model zoo", "Upload a file", "Generated graph"])
 
 with zoo_tab:
-    if not zoo_available():
-        st.info("The model zoo and the PyTorch tracer (`remat_core.zoo`, `remat_core.trace`) are not part of this "
-                "build yet. Upload a graph file or generate a graph meanwhile.", icon=":material/construction:")
+    try:
+        traced = zoo_form()
+    except RematError as e:
+        st.error(f"Could not trace that model: {plain(e)}  \nStill exploring **{plain(state.graph().name)}**.",
+                 icon=":material/error:")
     else:
-        try:
-            traced = zoo_form()
-        except RematError as e:
-            st.error(f"Could not trace that model: {plain(e)}  \nStill exploring **{plain(state.graph().name)}**.",
-                     icon=":material/error:")
-        else:
-            if traced is not None:
-                state.set_model(traced)
-                state.notice(f"Traced {traced.graph.name}: {len(traced.graph):,} nodes.")
-                st.rerun()
+        if traced is not None:
+            state.set_model(traced)
+            state.notice(f"Traced {traced.graph.name}: {len(traced.graph):,} nodes.")
+            st.rerun()
 
 with upload_tab:
     suffixes = upload_suffixes()
@@ -53,11 +49,10 @@ with upload_tab:
              f"{', '.join(suffixes)}); at most {format_bytes(MAX_UPLOAD_BYTES)}. Files are parsed, never executed.")
     settings = st.columns(2)
     add_backward = settings[0].toggle("Add the backward pass to forward-only graphs", value=True,
-                                      key="w_upload_backward", disabled=not backward_available(),
+                                      key="w_upload_backward",
                                       help="ONNX files and forward JSON graphs hold the forward pass only; "
                                            "rematerialization is about training graphs.")
-    pt2_level = settings[1].selectbox("Level for .pt2 exports", ["op", "module"], key="w_upload_level",
-                                      disabled=not pt2_available())
+    pt2_level = settings[1].selectbox("Level for .pt2 exports", ["op", "module"], key="w_upload_level")
     if uploaded is not None:
         marker = (uploaded.file_id, uploaded.name, uploaded.size, add_backward, pt2_level)
         if st.session_state.get(UPLOAD_MARKER) != marker:

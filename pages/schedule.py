@@ -6,10 +6,10 @@ import streamlit as st
 from explorer import state
 from explorer.cache import SOLVE_WAIT_SECONDS, best_possible, options_key, solve_outcome, sweep_status
 from explorer.frame import require_entry
-from explorer.widgets import (budget_scale, budget_slider, compare_picker, comparison_csv, estimate_metrics,
-                              option_widgets, outcome_message, percent, plain, schedule_download, schedule_metrics,
-                              sidebar_schedule, solver_picker, time_limit_input, typed_budget)
-from remat_core import get_solver
+from explorer.widgets import (GAP_COLUMN, GAP_HELP, budget_scale, budget_slider, compare_picker, comparison_csv,
+                              comparison_rows, estimate_metrics, log_scale_toggle, option_widgets, outcome_message,
+                              plain, schedule_download, schedule_metrics, sidebar_schedule, solver_picker,
+                              time_limit_input, typed_budget)
 from remat_core.budget import format_bytes
 from remat_core.summary import graph_summary
 from remat_core.viz import pareto_figure
@@ -78,7 +78,9 @@ def budget_and_results() -> None:
     outcomes = {primary: outcome, **{name: solve_outcome(graph, name, budget, *solver_settings(name), wait=0)
                                      for name in solvers[1:]}}
     if len(solvers) > 1:
-        st.dataframe([comparison_row(name, outcomes[name]) for name in solvers], hide_index=True, width="stretch")
+        rows = comparison_rows(outcomes)
+        st.dataframe(rows, hide_index=True, width="stretch",
+                     column_config={GAP_COLUMN: st.column_config.TextColumn(GAP_COLUMN, help=GAP_HELP)})
 
     statuses = {name: sweep_status(graph, name, *solver_settings(name), wait=SWEEP_GLANCE_SECONDS)
                 for name in solvers}
@@ -92,9 +94,10 @@ def budget_and_results() -> None:
     if curves:
         current = {name: o.schedule.stats["overhead"] if o is not None and o.schedule is not None else None
                    for name, o in outcomes.items()}
+        log_y = log_scale_toggle()
         st.plotly_chart(pareto_figure(curves, lower_bound=summary.lower_bound,
                                       checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget,
-                                      current=current, best_possible=best_possible(graph, limit)),
+                                      current=current, best_possible=best_possible(graph, limit), log_y=log_y),
                         key="schedule_pareto")
         st.caption("Each point is a solve at that budget, measured by the simulator; stars are the exact results at "
                    "the current budget. Below the lower bound (shaded) no schedule fits.")
@@ -110,17 +113,6 @@ def budget_and_results() -> None:
             st.download_button("Comparison CSV", comparison_csv(curves), file_name=f"{graph.name}-pareto.csv",
                                mime="text/csv", icon=":material/download:", on_click="ignore",
                                key="schedule_csv")
-
-
-def comparison_row(name: str, outcome) -> dict:
-    if outcome is None or outcome.schedule is None:
-        status = "solving…" if outcome is None else ("error" if outcome.error else "infeasible")
-        return {"solver": name, "status": status, "peak": None, "overhead": None, "recomputed": None,
-                "solve ms": None}
-    stats = outcome.schedule.stats
-    return {"solver": name, "status": "exact solver" if get_solver(name).exact else "heuristic",
-            "peak": format_bytes(stats["peak"]), "overhead": percent(stats["overhead"]),
-            "recomputed": stats["recomputed_nodes"], "solve ms": round(stats["solve_seconds"] * 1e3, 1)}
 
 
 def progress(solvers: list[str], budget: int) -> tuple:

@@ -4,9 +4,10 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import options_key, solve_outcome, timeline_figures
+from explorer.cache import options_key, solve_key, solve_outcome, timeline_figures
 from explorer.frame import require_entry
 from explorer.pages import page_path
+from explorer.tensor_run import tensor_run_panel
 from explorer.widgets import outcome_message, percent, plain, schedule_download, tensor_name
 from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason
@@ -15,7 +16,9 @@ from remat_core.timeline import describe_op, occurrences
 require_entry()
 
 STEP_KEY = "w_timeline_step"
-APPLIED_SELECTION = "timeline_applied_selection"
+# Bumped once a selection on the chart has picked a step: the chart gets a new key, which clears the
+# selection (plotly does not redraw its animation frames while a selection is shown).
+CHART_GENERATION = "timeline_chart_generation"
 LIFETIME_ROWS = 60
 
 st.title("Timeline")
@@ -36,13 +39,18 @@ st.caption(f"**{plain(solver)}** at a budget of **{format_bytes(budget)}**: peak
            f"{len(schedule):,} ops. Press Play to walk through it; drag across the chart to pick a step and see "
            f"what is resident then.")
 
+check = tensor_run_panel(state.model(), schedule, solve_key(graph, solver, budget, options, state.time_limit()))
 memory_figure, lifetime_figure = timeline_figures(graph.content_hash, graph, solver, budget, options,
-                                                  state.time_limit(), LIFETIME_ROWS)
-event = st.plotly_chart(memory_figure, key="timeline_memory", on_select="rerun", selection_mode=("points", "box"))
-picked = tuple(sorted({int(p["x"]) for p in event.selection.points if "x" in p})) if event and event.selection else ()
-if picked and st.session_state.get(APPLIED_SELECTION) != picked:
-    st.session_state[APPLIED_SELECTION] = picked
+                                                  state.time_limit(), LIFETIME_ROWS,
+                                                  check.measured_memory if check else None)
+generation = st.session_state.setdefault(CHART_GENERATION, 0)
+event = st.plotly_chart(memory_figure, key=f"timeline_memory_{generation}", on_select="rerun",
+                        selection_mode=("points", "box"))
+picked = sorted({int(p["x"]) for p in event.selection.points if "x" in p}) if event and event.selection else []
+if picked:
     st.session_state[STEP_KEY] = picked[0]
+    st.session_state[CHART_GENERATION] = generation + 1
+    st.rerun()
 st.session_state.setdefault(STEP_KEY, max(result.peak_step, 0))
 st.session_state[STEP_KEY] = min(st.session_state[STEP_KEY], len(result.ops) - 1)
 

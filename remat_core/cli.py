@@ -25,6 +25,7 @@ from .graph import ComputeGraph
 from .io import load_graph, load_schedule, save_schedule
 from .simulate import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound, simulate
 from .solvers import DEFAULT_SOLVER, list_solvers, solve
+from .tensor_check import GRADIENT_TOLERANCE, check_on_tensors
 
 EXIT_OK, EXIT_INVALID_SCHEDULE, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
 
@@ -307,34 +308,29 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
     p.add_argument("--solver-option", action="append", default=[], metavar="NAME=VALUE",
                    help="a solver option (repeatable)")
-    p.add_argument("--tolerance", type=float, default=1e-4,
-                   help="largest allowed gradient difference, relative to the largest gradient (default 1e-4)")
+    p.add_argument("--tolerance", type=float, default=GRADIENT_TOLERANCE,
+                   help=f"largest allowed gradient difference, relative to the largest gradient (default "
+                        f"{GRADIENT_TOLERANCE:g})")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
 
 
 def cmd_execute(args: argparse.Namespace) -> int:
-    from .execute import execute, gradient_difference, reference_gradients
     from .sources import trace_source
 
     graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
                          options=_option_args(args.option))
     budget = _budget_arg(args.budget, graph)
     schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **_option_args(args.solver_option))
-    result = execute(graph, schedule)
-    reference = reference_gradients(graph)
-    difference = gradient_difference(result.gradients, reference)
-    scale = max((float(g.abs().max()) for g in reference.values() if g.numel()), default=0.0)
-    matches = difference <= args.tolerance * max(scale, 1e-12)
-    _print_json({"graph": graph.name, "solver": args.solver, "budget": budget, "gradients_match": matches,
-                 "max_gradient_difference": difference, "max_gradient": scale, "loss": result.loss,
-                 "simulated_peak": result.simulated_peak, "measured_peak": result.peak,
-                 "memory_matches_simulator": result.memory == result.simulated_memory,
-                 "computes": result.computes, "recomputes": schedule.stats["recomputes"],
-                 "seconds": result.seconds})
-    if not matches:
-        sys.stderr.write(f"error: gradients differ from checkpoint-all by {difference:.3g} (largest gradient "
-                         f"{scale:.3g}, tolerance {args.tolerance:g} relative)\n")
+    check = check_on_tensors(graph, schedule, tolerance=args.tolerance)
+    _print_json({"graph": graph.name, "solver": args.solver, "budget": budget, **check.summary(),
+                 "recomputes": schedule.stats["recomputes"]})
+    if not check.gradients_match:
+        sys.stderr.write(f"error: gradients differ from checkpoint-all by {check.max_gradient_difference:.3g} "
+                         f"(largest gradient {check.max_gradient:.3g}, tolerance {args.tolerance:g} relative)\n")
         return EXIT_INVALID_SCHEDULE
+    return EXIT_OK
+
+
 # -- decompose --------------------------------------------------------------------------------------
 
 def add_decompose_parser(sub: argparse._SubParsersAction) -> None:

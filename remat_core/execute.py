@@ -58,6 +58,9 @@ class ExecutionResult:
         Bytes held after each op of the executed (op-level) schedule, pinned tensors included.
     simulated_memory : tuple of int
         The simulator's memory after each of those ops, for comparison.
+    schedule_memory : tuple of int
+        Bytes held after each op of the schedule as given: the same as ``memory`` at op level; for
+        a module-level schedule, what is held once each group op's members have run (or been freed).
     computes : int
         Compute ops executed (recomputations included).
     seconds : float
@@ -68,6 +71,7 @@ class ExecutionResult:
     loss: float
     memory: tuple[int, ...]
     simulated_memory: tuple[int, ...]
+    schedule_memory: tuple[int, ...]
     computes: int
     seconds: float
 
@@ -106,11 +110,12 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
     """
     ops = schedule.ops if isinstance(schedule, Schedule) else tuple(schedule)
     simulate(graph, ops)
-    op_graph, op_ops = _to_op_level(graph, ops)
+    op_graph, op_ops, ends = _to_op_level(graph, ops)
     simulated = simulate(op_graph, op_ops)
     runner = _Runner(op_graph, seed)
     started = time.perf_counter()
     memory = []
+    held_before = runner.resident_bytes()
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         for step, (action, node) in enumerate(op_ops):
             if action == COMPUTE:
@@ -120,9 +125,53 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
             if measure_memory:
                 memory.append(runner.resident_bytes())
     seconds = time.perf_counter() - started
+    schedule_memory = tuple(memory[end - 1] if end else held_before for end in ends) if measure_memory else ()
     return ExecutionResult(gradients=runner.gradients(), loss=runner.loss_value(), memory=tuple(memory),
                            simulated_memory=simulated.memory if measure_memory else (),
-                           computes=simulated.computes, seconds=seconds)
+                           schedule_memory=schedule_memory, computes=simulated.computes, seconds=seconds)
+
+
+def is_executable(graph: ComputeGraph) -> bool:
+    """Whether ``graph`` has a model behind it to run on: traced here (:mod:`remat_core.trace`), not read
+    from a file (JSON, ONNX), whose nodes carry sizes and costs only."""
+    return "fx_binding" in graph.attachments and "joint" in graph.attachments
+
+
+def with_model_of(graph: ComputeGraph, traced: ComputeGraph) -> ComputeGraph:
+    """``graph`` with the model behind ``traced`` attached, once they are checked to be the same graph.
+
+    A traced graph's model does not travel with its JSON (to another process, say); tracing the
+    model again gives it back. Nodes, sizes, edges and outputs must agree; costs may differ
+    (``measured`` costs are timings of one run), and execution does not read them.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+        The graph a schedule was made for (read from JSON, say).
+    traced : ComputeGraph
+        The same model traced again, with its attachments.
+
+    Returns
+    -------
+    ComputeGraph
+        ``traced`` itself when the two are identical, else ``graph``'s nodes with ``traced``'s attachments.
+
+    Raises
+    ------
+    ExecutionError
+        When ``traced`` has no model behind it, or is not the same graph.
+    """
+    if not is_executable(traced):
+        raise ExecutionError(f"graph {traced.name!r} has no traced model to attach: trace it with remat_core.trace")
+    if traced.content_hash == graph.content_hash:
+        return traced
+    for what, mine, theirs in (("node ids", graph.ids, traced.ids), ("sizes", graph.mem, traced.mem),
+                               ("pinned nodes", graph.pinned, traced.pinned), ("edges", graph.edges, traced.edges),
+                               ("outputs", graph.outputs, traced.outputs)):
+        if mine != theirs:
+            raise ExecutionError(f"the model traced again ({traced.name!r}) differs from graph {graph.name!r} in its "
+                                 f"{what}, so the schedule cannot be run on it; trace the model again in this process")
+    return ComputeGraph(graph.nodes, graph.edges, graph.outputs, name=graph.name, attachments=traced.attachments)
 
 
 def reference_gradients(graph: ComputeGraph, *, seed: int = 0) -> Mapping[str, torch.Tensor]:
@@ -138,27 +187,31 @@ def gradient_difference(result: Mapping[str, torch.Tensor], reference: Mapping[s
                default=0.0)
 
 
-def _to_op_level(graph: ComputeGraph, ops: tuple[Op, ...]) -> tuple[ComputeGraph, tuple[Op, ...]]:
-    """A module-level schedule as ops of the op-level graph it was coarsened from."""
+def _to_op_level(graph: ComputeGraph, ops: tuple[Op, ...]
+                 ) -> tuple[ComputeGraph, tuple[Op, ...], tuple[int, ...]]:
+    """A module-level schedule as ops of the op-level graph it was coarsened from, with, for each op
+    of the schedule, how many op-level ops have been emitted once it is done."""
     groups = graph.attachments.get("groups")
     if groups is None:
-        return graph, ops
+        return graph, ops, tuple(range(1, len(ops) + 1))
     op_graph: ComputeGraph = graph.attachments["op_graph"]
     topo_position = {i: p for p, i in enumerate(op_graph.topo_idx)}
     outputs = set(op_graph.outputs)
     expanded: list[Op] = []
+    ends: list[int] = []
     held: dict[str, list[str]] = {}
     for action, group in ops:
         members = groups[group]
         if action == FREE:
             expanded.extend((FREE, m) for m in held.pop(group))
-            continue
-        member_set = set(members)
-        order = sorted((op_graph.index[m] for m in members), key=topo_position.__getitem__)
-        leaving = [m for m in members if m in outputs or any(s not in member_set for s in op_graph.succs(m))]
-        expanded.extend(_group_ops(op_graph, order, set(leaving)))
-        held[group] = leaving
-    return op_graph, tuple(expanded)
+        else:
+            member_set = set(members)
+            order = sorted((op_graph.index[m] for m in members), key=topo_position.__getitem__)
+            leaving = [m for m in members if m in outputs or any(s not in member_set for s in op_graph.succs(m))]
+            expanded.extend(_group_ops(op_graph, order, set(leaving)))
+            held[group] = leaving
+        ends.append(len(expanded))
+    return op_graph, tuple(expanded), tuple(ends)
 
 
 def _group_ops(op_graph: ComputeGraph, order: list[int], leaving: set[str]) -> list[Op]:
@@ -184,12 +237,11 @@ class _Runner:
     """The live state of one execution: values of resident FX nodes, keyed by the graph node owning them."""
 
     def __init__(self, graph: ComputeGraph, seed: int):
-        binding = graph.attachments.get("fx_binding")
-        joint = graph.attachments.get("joint")
-        if binding is None or joint is None:
+        if not is_executable(graph):
             raise ExecutionError(f"graph {graph.name!r} was not traced from a PyTorch model here, so there are no "
                                  f"real tensors to run it on; trace it with remat_core.trace (a graph read from a "
                                  f"file can only be simulated)")
+        binding, joint = graph.attachments["fx_binding"], graph.attachments["joint"]
         self.graph = graph
         self.binding = binding
         self.seed = seed

@@ -22,6 +22,21 @@ from .solvers import solve
 
 LP_LOWER_BOUND = "lp_lower_bound"
 """The ``solver_info`` key under which a solver reports a lower bound on the cost at a budget."""
+GAP_KEYS = ("mip_gap", "gap")
+"""The ``solver_info`` keys under which exact solvers report their relative optimality gap,
+``(cost - proven bound) / cost``: ``checkmate-milp``'s HiGHS MIP gap, ``moccasin``'s CP-SAT gap."""
+
+
+def reported_gap(solver_info: Mapping[str, Any]) -> float | None:
+    """The relative optimality gap a solver reported (0: proved optimal), or None when it reports none.
+
+    A gap the solver could not compute (no bound in time: None, or not finite) counts as none.
+    """
+    for key in GAP_KEYS:
+        value = solver_info.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,8 @@ class CurvePoint:
         (``solver_info["lp_lower_bound"]``; an infinite one, from an infeasible relaxation, is left out).
     smallest_feasible : int or None
         For an infeasible point, the smallest feasible budget the solver named.
+    gap : float or None
+        The relative optimality gap the solver reported (:func:`reported_gap`).
     """
 
     budget: int
@@ -57,6 +74,7 @@ class CurvePoint:
     seconds: float = 0.0
     cost_lower_bound: float | None = None
     smallest_feasible: int | None = None
+    gap: float | None = None
 
     def computes_of(self, tensor: str) -> int | None:
         """How many times this point's schedule computes ``tensor`` (None when infeasible).
@@ -168,7 +186,8 @@ def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float
     finite_bound = float(bound) if isinstance(bound, (int, float)) and math.isfinite(bound) else None
     return CurvePoint(budget=budget, feasible=True, peak=stats["peak"], cost=stats["cost"],
                       overhead=stats["overhead"], recomputed={n: c for n, c in counts.items() if c > 1},
-                      seconds=time.perf_counter() - started, cost_lower_bound=finite_bound)
+                      seconds=time.perf_counter() - started, cost_lower_bound=finite_bound,
+                      gap=reported_gap(schedule.solver_info))
 
 
 def curve_table(curves: Sequence[ParetoCurve]) -> list[dict[str, Any]]:
@@ -180,5 +199,5 @@ def curve_table(curves: Sequence[ParetoCurve]) -> list[dict[str, Any]]:
                          "peak_bytes": p.peak, "cost": p.cost, "overhead": p.overhead,
                          "recomputed_tensors": len(p.recomputed) if p.feasible else None,
                          "solve_seconds": round(p.seconds, 6), "cost_lower_bound": p.cost_lower_bound,
-                         "smallest_feasible_bytes": p.smallest_feasible})
+                         "mip_gap": p.gap, "smallest_feasible_bytes": p.smallest_feasible})
     return rows

@@ -14,6 +14,7 @@ The input shapes are the ones the program was exported with.
 
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -53,14 +54,32 @@ def load_pt2(path: str | Path, *, loss: LossSetup | Callable[..., torch.Tensor] 
     path = Path(path)
     if not path.is_file():
         raise TraceError(str(path), "file not found", hint="give the path of a .pt2 file saved by torch.export.save")
+    return trace_exported_program(_read_program(path, str(path)), loss=loss, level=level, cost=cost,
+                                  measure_repeats=measure_repeats, name=name or path.name)
+
+
+def parse_pt2(data: bytes, *, loss: LossSetup | Callable[..., torch.Tensor] | None = None, level: str = "op",
+              cost: str = "flops", measure_repeats: int = DEFAULT_REPEATS, name: str = "exported program"
+              ) -> ComputeGraph:
+    """:func:`load_pt2` for the bytes of a ``.pt2`` file (an upload), read from memory.
+
+    Raises
+    ------
+    TraceError
+        As :func:`load_pt2`; ``name`` names the program in messages.
+    """
+    return trace_exported_program(_read_program(io.BytesIO(data), name), loss=loss, level=level, cost=cost,
+                                  measure_repeats=measure_repeats, name=name)
+
+
+def _read_program(source: Path | io.BytesIO, what: str) -> torch.export.ExportedProgram:
+    """``torch.export.load`` (its own deserialiser, no pickle of user code), failures as :class:`TraceError`."""
     try:
-        program = torch.export.load(path)
+        return torch.export.load(source)
     except (RuntimeError, ValueError, KeyError, OSError, zipfile.BadZipFile) as error:
-        raise TraceError(str(path), f"not a loadable torch.export program ({type(error).__name__}: {error})",
+        raise TraceError(what, f"not a loadable torch.export program ({type(error).__name__}: {error})",
                          hint="save it with torch.export.save(torch.export.export(model, example_inputs), path) "
                               "using the same torch version") from error
-    return trace_exported_program(program, loss=loss, level=level, cost=cost, measure_repeats=measure_repeats,
-                                  name=name or path.name)
 
 
 def trace_exported_program(program: torch.export.ExportedProgram, *,

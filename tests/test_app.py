@@ -1,9 +1,12 @@
 """Every page of the explorer through Streamlit's AppTest: renders, reacts, and survives bad input."""
 
+import base64
 import io
 import json
 import re
+from functools import partial
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -12,9 +15,10 @@ from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
 
 from explorer import models, state
-from explorer.cache import best_possible, solve_outcome, stop_background_work
+from explorer.cache import (best_possible, options_key, solve_key, solve_outcome, stop_background_work,
+                            sweep_status, tensor_check_status)
 from explorer.worker import lp_bound_job, portable
-from explorer.decompositions import SELECTED_BAG, decompose_available, decomposition
+from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.pages import PAGES
 from explorer.models import default_model
 from explorer.widgets import budget_scale, plain
@@ -22,6 +26,7 @@ from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound
 from remat_core.budget import format_bytes
 from remat_core.compare import LP_SOLVER, sweep_budgets
 from remat_core.generators import random_dag, training_chain
+from remat_core.trace import trace_zoo_model
 from remat_core.views import MAX_DRAWN_NODES
 
 TIMEOUT = 60
@@ -97,6 +102,26 @@ def test_the_slider_goes_from_under_the_lower_bound_to_over_the_peak():
     slider = at.slider(key="w_budget")
     graph = at.session_state[state.MODEL].graph
     assert slider.min * 2**20 < memory_lower_bound(graph) and slider.max * 2**20 > checkpoint_all_peak(graph)
+
+
+def test_the_pareto_chart_switches_to_a_log_overhead_axis_and_keeps_it():
+    at = app()
+    at.session_state[state.MODEL] = state.Model(training_chain(10, mem=2**20), "test")
+    at.switch_page("pages/schedule.py").run()
+    session = at.session_state
+    sweep_status(session[state.MODEL].graph, session[state.SOLVER], (), session[state.TIME_LIMIT], wait=120)
+    at.run()
+    assert pareto_yaxis(at).get("type") != "log"
+    at.toggle(key="w_pareto_log").set_value(True).run()
+    assert not at.exception and pareto_yaxis(at)["type"] == "log" and session[state.PARETO_LOG] is True
+    at.switch_page("pages/timeline.py").run()
+    at.switch_page("pages/schedule.py").run()
+    assert at.toggle(key="w_pareto_log").value is True and pareto_yaxis(at)["type"] == "log"
+
+
+def pareto_yaxis(at: AppTest) -> dict:
+    """The y axis of the Schedule page's Pareto chart."""
+    return json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]
 
 
 def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
@@ -207,6 +232,79 @@ def test_the_timeline_page_shows_what_is_resident_at_a_step():
     assert len(resident) == sum(graph.pinned) + 1  # the pinned tensors and the first activation
 
 
+def current_solve_key(at: AppTest) -> tuple:
+    session = at.session_state
+    solver = session[state.SOLVER]
+    return solve_key(session[state.MODEL].graph, solver, session[state.BUDGET],
+                     options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
+
+
+def plotly_values(values) -> np.ndarray:
+    """An array of a plotly spec: a list, or plotly's typed array (``{"dtype", "bdata"}``, base64)."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values)
+
+
+def run_button(at: AppTest):
+    return next(b for b in at.button if b.proto.label == "Run on real tensors")
+
+
+def test_the_timeline_runs_the_schedule_on_real_tensors_and_overlays_the_real_memory():
+    at = app("pages/timeline.py")
+    assert not run_button(at).disabled
+    run_button(at).click().run()
+    assert not at.exception and not at.error
+    started, outcome = tensor_check_status(current_solve_key(at), wait=300)
+    assert started and outcome.error is None
+    check = outcome.check
+    assert check.gradients_match and check.measured_peak == check.simulated_peak
+    at.run()
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Gradients"] == "match"
+    assert metrics["Measured peak"] == metrics["Simulated peak"] == format_bytes(check.measured_peak)
+    timeline = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    measured = next(t for t in timeline if t.get("name") == "measured")
+    steps = plotly_values(measured["x"]).astype(int)
+    assert len(steps) == len(check.measured_memory)  # every step drawn (a few hundred ops)
+    assert np.allclose(plotly_values(measured["y"]) * 2**20, np.asarray(check.measured_memory)[steps])
+    at.switch_page("pages/why.py").run()
+    at.switch_page("pages/timeline.py").run()  # the result belongs to the solve: still there
+    assert {m.label for m in at.metric} >= {"Gradients", "Measured peak"}
+
+
+def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_schedule():
+    graph = trace_zoo_model("mlp", 2, level="op", depth=1, width=16)
+    # Its rebuild traces another batch size: not the graph the schedule is for, so the worker refuses it.
+    model = state.Model(graph, "test", rebuild=partial(trace_zoo_model, "mlp", 3, level="op", depth=1, width=16))
+    at = app()
+    at.session_state[state.MODEL] = model
+    at.session_state[state.BUDGET] = state.default_budget(graph)
+    at.switch_page("pages/timeline.py").run()
+    budget, solver = at.session_state[state.BUDGET], at.session_state[state.SOLVER]
+    run_button(at).click().run()
+    _, outcome = tensor_check_status(current_solve_key(at), wait=300)
+    assert outcome.check is None and "differs" in outcome.error
+    at.run()
+    assert not at.exception and at.error and "The run on real tensors failed" in at.error[0].value
+    assert at.session_state[state.MODEL] is model and at.session_state[state.BUDGET] == budget
+    assert at.session_state[state.SOLVER] == solver and at.get("plotly_chart")  # the timeline is still drawn
+    failed = tensor_check_status(current_solve_key(at))[1]
+    run_button(at).click().run()  # pressing again retries a failed run
+    _, again = tensor_check_status(current_solve_key(at), wait=300)
+    assert again is not failed and "differs" in again.error
+
+
+def test_a_graph_read_from_a_file_cannot_run_on_real_tensors():
+    at = app("pages/model.py")
+    upload(at, "mine.json", json.dumps(training_chain(7, mem=2**20).to_json()).encode())
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception and run_button(at).disabled
+    assert any("No model behind this graph" in c.value for c in at.caption)
+    assert tensor_check_status(current_solve_key(at)) == (False, None)
+
+
 def test_the_learn_page_steps_forward():
     at = app("pages/learn.py")
     first = at.session_state["w_learn_step"]
@@ -235,7 +333,6 @@ def drawn_dag_nodes(at: AppTest) -> dict:
     return {n["id"]: n for n in json.loads(data)}
 
 
-@pytest.mark.skipif(not decompose_available(), reason="remat_core.decompose is not in this build")
 def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
     at = app("pages/graph.py")
     assert not at.exception and not at.error
@@ -248,12 +345,6 @@ def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
     bag = set(decomposition(graph.content_hash, graph, kind, "min_degree")[0].bags[index])
     marked = {i for i, n in drawn_dag_nodes(at).items() if n["borderWidth"] == 3}
     assert marked == bag
-
-
-@pytest.mark.skipif(decompose_available(), reason="remat_core.decompose is in this build")
-def test_the_graph_page_says_the_decompositions_are_not_available():
-    at = app("pages/graph.py")
-    assert any("not part of this build" in i.value for i in at.info)
 
 
 def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
@@ -298,6 +389,10 @@ def test_a_pt2_export_is_traced_not_executed_as_code():
     assert not at.exception and not at.error
     graph = at.session_state[state.MODEL].graph
     assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
+    at.switch_page("pages/timeline.py").run()  # a .pt2 holds the weights: its schedules run on real tensors
+    run_button(at).click().run()
+    _, outcome = tensor_check_status(current_solve_key(at), wait=300)
+    assert outcome.error is None and outcome.check.gradients_match
 
 
 @pytest.mark.skipif(LP_SOLVER in {s.name for s in list_solvers()}, reason="checkmate-lp is registered")

@@ -1,9 +1,9 @@
 """The explorer in a real browser: Debian's chromium driven by playwright against ``streamlit run``.
 
 Starts the app on 127.0.0.1 on a free port, opens every page, waits until it has rendered, drags
-the budget slider, picks a step on the timeline by dragging across it, presses Play, checks that
-no page shows an error or an exception, and saves a screenshot of each page under
-``test-output/browser/``.
+the budget slider, runs the schedule on real tensors, picks a step on the timeline by dragging
+across it, presses Play, switches the Pareto chart to a log axis, checks that no page shows an
+error or an exception, and saves a screenshot of each page under ``test-output/browser/``.
 
 Needs ``/usr/bin/chromium`` (``apt-get install -y chromium``; ``.ci/run`` installs it). Without it the
 test is skipped with that instruction, unless ``REMAT_REQUIRE_BROWSER=1`` (set by CI) makes the
@@ -34,6 +34,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SERVER_START_SECONDS = 60
 RENDER_TIMEOUT_MS = 60_000
+REAL_RUN_TIMEOUT_MS = 180_000
+"""A run on real tensors starts a worker, imports PyTorch and traces the model there first."""
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 
 
@@ -186,6 +188,14 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
         shot(page, entry.url_path)
 
     go_to(page, next(e for e in PAGES if e.url_path == "timeline"))
+    page.get_by_role("button", name="Run on real tensors").click()
+    page.locator('[data-testid="stMetric"]', has_text="Measured peak").wait_for(timeout=REAL_RUN_TIMEOUT_MS)
+    wait_rendered(page)
+    page.mouse.move(0, 0)  # off the button: its tooltip would cover the results in the picture
+    assert_no_error(page, "Timeline after running on real tensors")
+    traces = page.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => t.name)")
+    assert "measured" in traces, f"the timeline has no measured-memory line after the run ({traces})"
+    shot(page, "timeline-real-tensors")
     step_box = page.locator('[data-testid="stNumberInput"] input').first
     first_step = step_box.input_value()
     drag = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
@@ -208,3 +218,11 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
     note = page.evaluate("() => document.querySelector('.js-plotly-plot').layout.annotations[0].text")
     assert note.startswith("step "), f"Play did not move the timeline's current op (the note reads {note!r})"
     shot(page, "timeline-playing", whole=False)
+
+    go_to(page, next(e for e in PAGES if e.url_path == "schedule"))
+    page.get_by_text("Log-scale overhead").click()
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(p => "
+                           "p.layout.yaxis.type === 'log')", timeout=RENDER_TIMEOUT_MS)
+    wait_rendered(page)
+    assert_no_error(page, "Schedule with a log-scale Pareto chart")
+    shot(page, "schedule-log")

@@ -9,10 +9,12 @@ import torch
 from torch import nn
 from tiny_models import small_cnn, tiny_attention
 
-from remat_core import InvalidSchedule, checkpoint_all_peak, load_graph, save_graph, simulate
-from remat_core.execute import ExecutionError, execute, gradient_difference, reference_gradients
+from remat_core import ComputeGraph, InvalidSchedule, checkpoint_all_peak, load_graph, save_graph, simulate, solve
+from remat_core.execute import (ExecutionError, execute, gradient_difference, is_executable, reference_gradients,
+                                with_model_of)
 from remat_core.schedule import COMPUTE, FREE
-from remat_core.simulate import checkpoint_all_ops
+from remat_core.simulate import checkpoint_all_ops, memory_lower_bound
+from remat_core.tensor_check import check_on_tensors
 from remat_core.trace import trace_training_graph
 
 
@@ -105,8 +107,61 @@ def test_a_graph_from_a_file_cannot_be_executed(tmp_path):
     graph = trace_training_graph(module, inputs, loss)
     save_graph(graph, tmp_path / "g.json")
     loaded = load_graph(tmp_path / "g.json")
+    assert is_executable(graph) and not is_executable(loaded)
     with pytest.raises(ExecutionError, match="not traced from a PyTorch model"):
         execute(loaded, checkpoint_all_ops(loaded)[0])
+
+
+@pytest.mark.parametrize("level", ["op", "module"])
+def test_schedule_memory_is_the_simulators_after_every_op_of_the_schedule(level):
+    module, inputs, loss = small_cnn()
+    graph = trace_training_graph(module, inputs, loss, level=level)
+    ops = recompute_on_demand(graph)
+    result = execute(graph, ops)
+    assert len(result.schedule_memory) == len(ops)
+    assert result.schedule_memory == simulate(graph, ops).memory
+    if level == "op":
+        assert result.schedule_memory == result.memory
+    else:
+        assert len(result.memory) > len(ops)  # every group op ran its members one by one
+
+
+def test_the_model_traced_again_runs_the_graph_read_back_from_json():
+    module, inputs, loss = small_cnn()
+    traced = trace_training_graph(module, inputs, loss, level="module")
+    from_json = ComputeGraph.from_json(traced.to_json())
+    assert with_model_of(from_json, traced) is traced  # the same graph: nothing to rebuild
+    costed = ComputeGraph.from_json({**traced.to_json(), "nodes": [{**n.to_json(), "cost": 1.0}
+                                                                   for n in traced.nodes]})
+    attached = with_model_of(costed, traced)
+    assert attached.content_hash == costed.content_hash and is_executable(attached)
+    assert check_on_tensors(attached, solve(attached, checkpoint_all_peak(attached), "dtr")).gradients_match
+
+
+def test_a_different_graph_does_not_get_the_model():
+    module, inputs, loss = small_cnn()
+    traced = trace_training_graph(module, inputs, loss)
+    resized = ComputeGraph.from_json({**traced.to_json(), "nodes": [{**n.to_json(), "mem": n.mem + 1}
+                                                                    for n in traced.nodes]})
+    with pytest.raises(ExecutionError, match="differs .* in its sizes"):
+        with_model_of(resized, traced)
+    with pytest.raises(ExecutionError, match="no traced model"):
+        with_model_of(traced, resized)
+
+
+@pytest.mark.parametrize("model", [small_cnn, tiny_attention])
+def test_a_recomputing_schedule_checks_out_on_real_tensors(model):
+    module, inputs, loss = model()
+    graph = trace_training_graph(module, inputs, loss)
+    budget = memory_lower_bound(graph) + (checkpoint_all_peak(graph) - memory_lower_bound(graph)) // 3
+    schedule = solve(graph, budget, "dtr")
+    assert schedule.stats["recomputes"] > 0
+    check = check_on_tensors(graph, schedule)
+    assert check.gradients_match and check.max_gradient > 0
+    assert check.measured_memory == check.simulated_memory == schedule.simulation.memory and check.memory_gap == 0
+    assert check.measured_peak == check.simulated_peak == schedule.stats["peak"] <= budget
+    assert check.memory_matches_simulator and set(check.summary()) >= {"gradients_match", "measured_peak"}
+
 
 
 def test_invalid_schedule_is_refused_before_running():

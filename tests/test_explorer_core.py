@@ -7,7 +7,7 @@ from strategies import compute_graphs
 
 from remat_core import ComputeGraph, GraphError, Node, checkpoint_all_peak, memory_lower_bound
 from remat_core.generators import training_chain
-from remat_core.pareto import LP_LOWER_BOUND, CurvePoint, ParetoCurve, curve_table, pareto_curve
+from remat_core.pareto import LP_LOWER_BOUND, CurvePoint, ParetoCurve, curve_table, pareto_curve, reported_gap
 from remat_core.schedule import reason
 from remat_core.simulate import checkpoint_all_cost, checkpoint_all_ops
 from remat_core.solvers import REGISTRY, register
@@ -100,6 +100,13 @@ def test_pareto_curve_keeps_infeasible_points_with_what_they_said():
     assert curve.fitting_point(peak + 2) is exact and curve.fitting_point(peak - 1) is None
     rows = curve_table([curve])
     assert [r["feasible"] for r in rows] == [False, True, True] and rows[0]["smallest_feasible_bytes"] == peak
+    assert [r["mip_gap"] for r in rows] == [None, None, None]  # checkpoint-all reports no gap
+
+
+def test_a_reported_gap_is_read_under_either_key_and_only_when_finite():
+    assert reported_gap({"mip_gap": 0.02}) == 0.02 and reported_gap({"gap": 0.0}) == 0.0
+    assert reported_gap({}) is None and reported_gap({"mip_gap": None}) is None
+    assert reported_gap({"gap": float("inf")}) is None and reported_gap({"mip_gap": True}) is None
 
 
 def test_fitting_point_is_the_cheapest_that_fits():

@@ -17,7 +17,7 @@ from remat_core.backward import with_backward
 from remat_core.cost_models import FLOPS_PER_BYTE
 from remat_core.errors import GraphError, TraceError
 from remat_core.onnx_import import load_onnx
-from remat_core.pt2_import import load_pt2
+from remat_core.pt2_import import load_pt2, parse_pt2
 from remat_core.simulate import checkpoint_all_ops
 from remat_core.trace import trace_training_graph
 
@@ -165,6 +165,16 @@ def test_pt2_program_returning_its_loss(tmp_path):
     g = load_pt2(path)
     assert {n.op for n in g.nodes if n.kind == "forward"} >= {"aten.addmm", "aten.tanh", "aten.nll_loss_forward"}
     assert len(g.outputs) == 4 and {n.module for n in g.nodes if n.op == "aten.tanh"} == {"net.1"}
+
+
+def test_pt2_bytes_give_the_graph_the_file_gives(tmp_path):
+    module, inputs, _ = small_cnn()
+    path = tmp_path / "cnn.pt2"
+    torch.export.save(torch.export.export(module, inputs), path)
+    from_bytes = parse_pt2(path.read_bytes(), name="cnn.pt2")
+    assert from_bytes.content_hash == load_pt2(path).content_hash
+    with pytest.raises(TraceError, match="upload: not a loadable torch.export program"):
+        parse_pt2(b"not a zip archive", name="upload")
 
 
 def test_pt2_bad_files(tmp_path):

@@ -15,7 +15,8 @@ from remat_core.views import full_view, module_view
 from remat_core.viz import (dag_html, layered_positions, lifetime_chart, memory_timeline_figure,
                             module_memory_figure, pareto_figure, path_strip_figure, tree_of_bags_figure)
 from remat_core.viz.palette import DIMMED_COLOR, KIND_COLORS, RECOMPUTE_COLOR, unit_for
-from remat_core.viz.timeline import BUDGET_TRACE, CURSOR_TRACE, STEP_TRACE, drawn_steps, frame_steps
+from remat_core.viz.timeline import (BUDGET_TRACE, CURSOR_TRACE, MEASURED_TRACE, STEP_TRACE, drawn_steps,
+                                    frame_steps)
 
 EVIL = "<script>alert('x')</script> & <b>href</b>"
 
@@ -39,6 +40,34 @@ def test_timeline_has_frames_a_budget_line_and_colours_by_kind():
     frame = fig.frames[9]
     assert frame.name == "9" and "compute layer 1 (2nd computation)" in frame.layout.annotations[0].text
     assert frame.layout.shapes[0].x0 == 9
+
+
+def test_timeline_overlays_the_measured_memory_as_a_line_at_the_drawn_steps():
+    graph = chain3()
+    schedule = recompute_schedule(graph)
+    measured = list(schedule.simulation.memory)
+    measured[5] += 25  # a step where the real bytes exceed the simulator's (and the budget of 40)
+    fig = memory_timeline_figure(graph, schedule, measured=measured)
+    names = [t.name for t in fig.data]
+    assert names[-4:] == [BUDGET_TRACE, MEASURED_TRACE, STEP_TRACE, CURSOR_TRACE]
+    line = fig.data[-3]
+    assert line.mode == "lines" and line.stackgroup is None and line.fill is None
+    assert list(line.x) == list(fig.data[-2].x) and list(line.y) == measured
+    assert fig.layout.yaxis.range[1] >= max(measured)
+    assert MEASURED_TRACE not in [t.name for t in memory_timeline_figure(graph, schedule).data]
+    with pytest.raises(ValueError, match="one value|bytes held after each op"):
+        memory_timeline_figure(graph, schedule, measured=measured[:-1])
+
+
+def test_a_long_timeline_draws_the_measured_line_at_the_same_sampled_steps():
+    graph = training_chain(900, mem=2**20)
+    schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
+    assert len(schedule.ops) > 1500
+    measured = [m + 2**20 for m in schedule.simulation.memory]
+    fig = memory_timeline_figure(graph, schedule, measured=measured, animate=False)
+    line = next(t for t in fig.data if t.name == MEASURED_TRACE)
+    steps = np.asarray(line.x)
+    assert len(steps) <= 1502 and np.allclose(line.y, (np.asarray(measured)[steps]) / 2**20)
 
 
 def test_timeline_grows_with_upto_and_has_no_frames_then():
@@ -155,6 +184,24 @@ def test_module_memory_figure_folds_small_groups_into_one_bar():
     nodes = [Node(n.id, n.mem, n.cost, n.kind, n.pinned, module=f"m{i}") for i, n in enumerate(graph.nodes)]
     fig = module_memory_figure(ComputeGraph(nodes, graph.edges), top=5)
     assert len(fig.layout.yaxis.categoryarray) == 6 and "(other modules: 26)" in fig.layout.yaxis.categoryarray
+
+
+def test_pareto_figure_on_a_log_axis_leaves_out_zero_overheads_and_says_so():
+    graph = training_chain(12, mem=2**20)
+    curve = pareto_curve(graph, "chen-greedy", sweep_budgets(graph, 8))
+    assert {p.overhead > 0 for p in curve.feasible_points} == {True, False}  # some recompute, some do not
+    peak = checkpoint_all_peak(graph)
+    linear = pareto_figure([curve], lower_bound=memory_lower_bound(graph), checkpoint_all_peak=peak, budget=peak,
+                           current={"chen-greedy": 0.0})
+    log = pareto_figure([curve], lower_bound=memory_lower_bound(graph), checkpoint_all_peak=peak, budget=peak,
+                        current={"chen-greedy": 0.0}, log_y=True)
+    assert linear.layout.yaxis.type != "log" and log.layout.yaxis.type == "log"
+    positive = [100 * p.overhead for p in curve.feasible_points if p.overhead > 0]
+    assert list(log.data[0].y) == positive and len(linear.data[0].y) == len(curve.feasible_points)
+    assert "chen-greedy at budget" not in {t.name for t in log.data}  # its star is at 0 %
+    notes = [a.text for a in log.layout.annotations]
+    assert "0% overheads (no recomputation) lie off a log axis" in notes
+    assert not any("log axis" in a.text for a in linear.layout.annotations)
 
 
 def test_tree_of_bags_figure_marks_the_widest_and_the_selected_bag():

@@ -1,7 +1,7 @@
 """The memory timeline of a schedule (animated) and its lifetime chart, as plotly figures.
 
 ``memory_timeline_figure``: resident bytes after every op, stacked by node kind, with the budget
-line. Play walks a cursor along the steps; each frame names the op at the cursor and greys out the
+line (and, for a schedule run on real tensors, the bytes really held after each op). Play walks a cursor along the steps; each frame names the op at the cursor and greys out the
 steps still to come, so the timeline grows as it plays. Frames carry only the cursor and the
 layout changes, never the whole timeline, so a schedule of 10,000 ops still animates.
 
@@ -31,6 +31,8 @@ STEP_TRACE = "steps"
 """Invisible markers on the total: they name each step's op on hover and make steps clickable
 (plotly selects points, not lines)."""
 BUDGET_TRACE = "budget"
+MEASURED_TRACE = "measured"
+MEASURED_COLOR = "#111111"
 
 
 def drawn_steps(total: np.ndarray, max_points: int = MAX_POINTS) -> np.ndarray:
@@ -56,7 +58,7 @@ def frame_steps(n_ops: int, max_frames: int = MAX_FRAMES) -> list[int]:
 
 def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int | None = None, *,
                            upto: int | None = None, animate: bool = True, max_frames: int = MAX_FRAMES,
-                           height: int = 440) -> go.Figure:
+                           height: int = 440, measured: Sequence[int] | None = None) -> go.Figure:
     """The schedule's memory over steps, stacked by kind, with the budget line and the current op.
 
     Parameters
@@ -75,13 +77,22 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
         At most this many animation frames.
     height : int
         Figure height in pixels.
+    measured : sequence of int, optional
+        Real bytes held after each op (``TensorCheck.measured_memory`` of a run on real tensors):
+        a line over the stacked simulated memory, at the same steps. Where it lies on the stack's
+        top edge, the simulator's memory model was exact.
 
     Returns
     -------
     plotly.graph_objects.Figure
         Traces: one filled area per kind present (named after the kind), ``"budget"`` when there is
-        a budget, ``"steps"`` (invisible markers on the total, for hover and click) and
-        ``"current op"`` (the cursor).
+        a budget, ``"measured"`` when ``measured`` is given, ``"steps"`` (invisible markers on the
+        total, for hover and click) and ``"current op"`` (the cursor).
+
+    Raises
+    ------
+    ValueError
+        When ``measured`` does not have one value per op of the schedule.
     """
     result = simulation_of(schedule)
     budget = schedule.budget if budget is None else budget
@@ -89,7 +100,10 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
     n_ops = len(result.ops)
     occurrence = occurrences(result)
     last = n_ops - 1 if upto is None else max(0, min(int(upto), n_ops - 1))
-    top = max(result.peak, budget or 0, 1)
+    if measured is not None and len(measured) != n_ops:
+        raise ValueError(f"measured memory has {len(measured):,} values for a schedule of {n_ops:,} ops; pass the "
+                         f"bytes held after each op of this schedule")
+    top = max(result.peak, budget or 0, max(measured, default=0) if measured is not None else 0, 1)
     unit = unit_for(top)
     steps = drawn_steps(kinds.total[: last + 1])
     fig = go.Figure()
@@ -103,6 +117,12 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
         fig.add_trace(go.Scatter(x=[0, max(n_ops - 1, 1)], y=[budget / unit.size] * 2, name=BUDGET_TRACE,
                                  mode="lines", line={"color": BUDGET_COLOR, "dash": "dash", "width": 2},
                                  hovertemplate=f"budget {format_bytes(budget)}<extra></extra>"))
+    if measured is not None:
+        real = np.asarray(measured, dtype=float)
+        fig.add_trace(go.Scatter(
+            x=steps, y=real[steps] / unit.size, name=MEASURED_TRACE, mode="lines" if len(steps) > 1 else "markers",
+            line={"color": MEASURED_COLOR, "width": 1.6, "dash": "dot"},
+            hovertemplate=f"measured on real tensors: %{{y:.4g}} {unit.name}<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=steps, y=kinds.total[steps] / unit.size, name=STEP_TRACE, mode="markers", showlegend=False,
         marker={"size": 9, "color": "rgba(0,0,0,0)"},
