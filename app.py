@@ -1,17 +1,22 @@
-"""Remat Explorer: the Streamlit entry page (the full explorer grows in pages/)."""
+"""Remat Explorer, the browser app: ``streamlit run app.py``.
 
-import streamlit as st
+The entry script routes to the page chosen and draws the frame every page shares: page config,
+the session's defaults (a built-in model, a solver, a budget) and the sidebar. The pages and their
+order are listed once, in ``explorer/pages.py``.
 
-from remat_core import checkpoint_all_peak, format_bytes, memory_lower_bound
-from remat_core.generators import training_chain
+Everything, imports included, is guarded by ``__name__ == "__main__"``: Streamlit runs this file as
+``__main__``, and the explorer's worker processes (started with ``spawn``) run the parent's main
+file again under another name, where it must do nothing (and load nothing they do not need).
+"""
 
-st.set_page_config(page_title="Remat Explorer", layout="wide")
-st.title("Remat Explorer")
-st.caption("See and solve tensor rematerialization on training graphs.")
+if __name__ == "__main__":
+    import streamlit as st
 
-graph = training_chain(12, mem=4 * 2**20)
-cols = st.columns(4)
-cols[0].metric("Model", graph.name)
-cols[1].metric("Nodes", len(graph))
-cols[2].metric("Checkpoint-all peak", format_bytes(checkpoint_all_peak(graph)))
-cols[3].metric("Lower bound", format_bytes(memory_lower_bound(graph)))
+    from explorer.frame import frame, mark_entry
+    from explorer.pages import DEFAULT_PAGE, PAGES, entry_titled
+
+    navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path,
+                                        default=p.path == DEFAULT_PAGE) for p in PAGES])
+    frame(schedule_summary=not entry_titled(navigation.title).draws_schedule_summary)
+    mark_entry()
+    navigation.run()

@@ -35,6 +35,22 @@ class SolverOptionError(RematError, ValueError):
     """A solver option that the solver does not declare, or a value outside its range."""
 
 
+class DecompositionError(RematError, ValueError):
+    """A tree or path decomposition that cannot be built, read or trusted.
+
+    Raised for an unknown method, a graph above the exact method's size limit, a malformed
+    decomposition document, or a decomposition that breaks one of the three properties
+    (:func:`remat_core.decompose.validate` names which one and where).
+    """
+
+
+class SolverLimitExceeded(RematError):
+    """A solver stopped at one of its declared limits (a compute-op cap, a search budget).
+
+    The message names the limit, the option that raises it and what else would work.
+    """
+
+
 class InvalidSchedule(RematError):
     """A schedule that breaks a simulator rule.
 
@@ -85,3 +101,38 @@ class InfeasibleBudget(RematError):
         else:
             msg += "; no feasible budget is known"
         super().__init__(msg)
+
+
+class ZooError(RematError, ValueError):
+    """An unknown zoo model, or a model option it does not declare or outside the option's range."""
+
+
+class TraceError(RematError):
+    """A model that could not be turned into a training graph.
+
+    Parameters
+    ----------
+    model : str
+        What was being traced (a zoo name, a file, ``package.module:factory``, a class name).
+    reason : str
+        What went wrong.
+    op : str, optional
+        The operator that failed (``aten.nonzero.default``), when known.
+    module : str, optional
+        The ``nn.Module`` path it failed in (``layer3.1.conv2``), when known.
+    hint : str, optional
+        What would work instead.
+    """
+
+    def __init__(self, model: str, reason: str, op: str | None = None, module: str | None = None,
+                 hint: str | None = None):
+        self.model = model
+        self.reason = reason
+        self.op = op
+        self.module = module
+        self.hint = hint
+        where = "".join([f" in module '{module}'" if module else "", f" at op {op}" if op else ""])
+        message = f"cannot trace {model}{where}: {reason}"
+        if hint:
+            message += f"\nhint: {hint}"
+        super().__init__(message)

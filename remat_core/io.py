@@ -30,6 +30,11 @@ def register_graph_loader(suffix: str, loader: GraphLoader) -> None:
     _LOADERS_BY_SUFFIX[suffix.lower()] = loader
 
 
+def registered_graph_suffixes() -> tuple[str, ...]:
+    """Suffixes with a registered loader (``.onnx``...), sorted; JSON files need none."""
+    return tuple(sorted(_LOADERS_BY_SUFFIX))
+
+
 def load_graph(path: str | Path) -> ComputeGraph:
     """Read a graph file: ``remat-graph`` JSON, Checkmate/Moccasin node-link JSON, or a registered type.
 

@@ -129,3 +129,23 @@ def test_node_link_graph_through_the_cli(tmp_path):
     path.write_text(json.dumps(doc))
     info = json.loads(run("info", path).stdout)
     assert info["nodes"] == 4 and info["pinned_bytes"] == 0 and info["checkpoint_all_peak"] == 20
+
+
+@pytest.mark.parametrize("kind,heuristic", [("tree", None), ("tree", "min_fill"), ("path", None),
+                                            ("path", "vertex_separation")])
+def test_decompose_prints_bags_edges_width_time_and_separator_tree(graph_file, kind, heuristic):
+    _, path = graph_file
+    args = ["decompose", path, "--kind", kind] + (["--heuristic", heuristic] if heuristic else [])
+    out = run(*args)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == kind and doc["width"] == 2 and doc["seconds"] >= 0
+    assert doc["bags"] and all("x" not in bag for bag in doc["bags"])  # the pinned input is left out
+    assert len(doc["edges"]) == len(doc["bags"]) - 1
+    assert doc["separator_tree"]["root"] in range(len(doc["bags"]))
+
+
+def test_decompose_refuses_an_unknown_heuristic(graph_file):
+    _, path = graph_file
+    out = run("decompose", path, "--heuristic", "bogus")
+    assert out.returncode == 2 and "min_degree, min_fill, exact" in out.stderr

@@ -1,0 +1,43 @@
+"""The explorer's pages, their labels, icons and order: the one list ``app.py`` navigates over."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class PageEntry(NamedTuple):
+    """A page: its file, title, icon, URL, and whether it draws the sidebar's schedule block itself
+    (the Schedule page does, from its budget fragment)."""
+
+    path: str
+    title: str
+    icon: str
+    url_path: str
+    draws_schedule_summary: bool = False
+
+
+PAGES = (
+    PageEntry("pages/model.py", "Model", ":material/deployed_code:", "model"),
+    PageEntry("pages/graph.py", "Graph", ":material/account_tree:", "graph"),
+    PageEntry("pages/schedule.py", "Schedule", ":material/tune:", "schedule", draws_schedule_summary=True),
+    PageEntry("pages/timeline.py", "Timeline", ":material/timeline:", "timeline"),
+    PageEntry("pages/why.py", "Why recomputed?", ":material/help:", "why"),
+    PageEntry("pages/learn.py", "Learn", ":material/school:", "learn"),
+)
+DEFAULT_PAGE = "pages/model.py"
+
+
+def entry_titled(title: str) -> PageEntry:
+    """The page with this title (``st.navigation`` hands back the page chosen, with its title)."""
+    for entry in PAGES:
+        if entry.title == title:
+            return entry
+    raise KeyError(f"no page titled {title!r}")
+
+
+def page_path(url_path: str) -> str:
+    """The file of the page served at ``url_path`` (for ``st.switch_page``)."""
+    for entry in PAGES:
+        if entry.url_path == url_path:
+            return entry.path
+    raise KeyError(f"no page at {url_path!r}; pages: {', '.join(e.url_path for e in PAGES)}")

@@ -1,0 +1,132 @@
+"""Schedule: the budget slider, solver choice, the metrics at the budget, and the Pareto curves."""
+
+
+import streamlit as st
+
+from explorer import state
+from explorer.cache import SOLVE_WAIT_SECONDS, best_possible, options_key, solve_outcome, sweep_status
+from explorer.frame import require_entry
+from explorer.widgets import (GAP_COLUMN, GAP_HELP, budget_scale, budget_slider, compare_picker, comparison_csv,
+                              comparison_rows, estimate_metrics, log_scale_toggle, option_widgets, outcome_message,
+                              plain, schedule_download, schedule_metrics, sidebar_schedule, solver_picker,
+                              time_limit_input, typed_budget)
+from remat_core.budget import format_bytes
+from remat_core.summary import graph_summary
+from remat_core.viz import pareto_figure
+
+require_entry(draws_schedule_summary=True)
+
+st.title("Schedule")
+st.caption("Drag the memory budget: each solver finds a schedule that fits it, and the simulator measures what "
+           "it costs in recomputation.")
+
+graph = state.graph()
+summary = graph_summary(graph)
+scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)
+
+pick, compare = st.columns([1, 2])
+with pick:
+    solver_picker()
+with compare:
+    compare_picker()
+with st.expander("Solver options and time limit", icon=":material/settings:"):
+    for name in [state.solver(), *state.compared()]:
+        st.markdown(f"**{plain(name)}**")
+        option_widgets(name)
+    time_limit_input()
+
+
+POLL_SECONDS = 0.5
+PROGRESS_KEY = "schedule_background_progress"
+SWEEP_GLANCE_SECONDS = 0.3  # how long a slider move waits for a running sweep before showing its progress
+
+
+def solver_settings(name: str) -> tuple[tuple, float | None]:
+    return options_key(state.options_of(name)), state.time_limit()
+
+
+@st.fragment
+def budget_and_results() -> None:
+    """The slider and everything that depends on the budget: reruns alone when the slider moves."""
+    slider_column, typed_column = st.columns([5, 1])
+    with slider_column:
+        budget = budget_slider(scale)
+    with typed_column:
+        typed_budget(summary.checkpoint_all_peak)
+    sidebar_schedule()
+    solvers = [state.solver(), *state.compared()]
+    primary = solvers[0]
+    options, limit = solver_settings(primary)
+    metrics_box = st.empty()
+    ready = sweep_status(graph, primary, options, limit, wait=0)
+    for name in solvers[1:]:
+        solve_outcome(graph, name, budget, *solver_settings(name), wait=0)  # queued behind the primary
+    outcome = solve_outcome(graph, primary, budget, options, limit, wait=SOLVE_WAIT_SECONDS)
+    with metrics_box.container():
+        if outcome is None:
+            point = ready.curve.fitting_point(budget) if ready.curve is not None else None
+            if point is not None:
+                estimate_metrics(st, point, budget)
+            st.caption(f"Solving {plain(primary)} exactly at {format_bytes(budget)}…"
+                       + (" (≈: the sweep's schedule at the largest budget below, which fits)" if point else ""))
+        elif outcome.schedule is not None:
+            schedule_metrics(st, outcome.schedule, budget)
+        else:
+            outcome_message(outcome, primary, budget, ready.curve.smallest_feasible() if ready.curve else None,
+                            button_key="schedule_use_smallest")
+
+    outcomes = {primary: outcome, **{name: solve_outcome(graph, name, budget, *solver_settings(name), wait=0)
+                                     for name in solvers[1:]}}
+    if len(solvers) > 1:
+        rows = comparison_rows(outcomes)
+        st.dataframe(rows, hide_index=True, width="stretch",
+                     column_config={GAP_COLUMN: st.column_config.TextColumn(GAP_COLUMN, help=GAP_HELP)})
+
+    statuses = {name: sweep_status(graph, name, *solver_settings(name), wait=SWEEP_GLANCE_SECONDS)
+                for name in solvers}
+    curves = [s.curve for s in statuses.values() if s.curve is not None]
+    for name, status in statuses.items():
+        if status.error:
+            st.error(f"The sweep of {plain(name)} failed: {plain(status.error)}")
+        elif status.curve is None:
+            st.progress(status.done / max(status.total, 1),
+                        text=f"Sweeping {plain(name)}: {status.done} of {status.total} budgets solved…")
+    if curves:
+        current = {name: o.schedule.stats["overhead"] if o is not None and o.schedule is not None else None
+                   for name, o in outcomes.items()}
+        log_y = log_scale_toggle()
+        st.plotly_chart(pareto_figure(curves, lower_bound=summary.lower_bound,
+                                      checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget,
+                                      current=current, best_possible=best_possible(graph, limit), log_y=log_y),
+                        key="schedule_pareto")
+        st.caption("Each point is a solve at that budget, measured by the simulator; stars are the exact results at "
+                   "the current budget. Below the lower bound (shaded) no schedule fits.")
+    if any(o is None for o in outcomes.values()) or len(curves) < len(solvers):
+        st.session_state[PROGRESS_KEY] = progress(solvers, budget)
+        wait_for_results(solvers, budget)
+    exports = st.columns([1, 1, 4])
+    with exports[0]:
+        if outcome is not None and outcome.schedule is not None:
+            schedule_download(outcome.schedule, key="schedule_download")
+    with exports[1]:
+        if curves:
+            st.download_button("Comparison CSV", comparison_csv(curves), file_name=f"{graph.name}-pareto.csv",
+                               mime="text/csv", icon=":material/download:", on_click="ignore",
+                               key="schedule_csv")
+
+
+def progress(solvers: list[str], budget: int) -> tuple:
+    """What the background work has finished: each solver's exact solve (done or not) and sweep points."""
+    return tuple((solve_outcome(graph, name, budget, *solver_settings(name), wait=0) is not None,
+                  sweep_status(graph, name, *solver_settings(name), wait=0).done) for name in solvers)
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def wait_for_results(solvers: list[str], budget: int) -> None:
+    """While exact solves or sweeps run in the background, look again every half second and rerun
+    the page whenever one of them has moved on (a solve finished, a sweep solved another budget)."""
+    if progress(solvers, budget) != st.session_state.get(PROGRESS_KEY):
+        st.rerun()
+
+
+budget_and_results()

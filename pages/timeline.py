@@ -1,0 +1,90 @@
+"""Timeline: the schedule's memory over steps (animated), the lifetime chart, and what is resident at a step."""
+
+
+import streamlit as st
+
+from explorer import state
+from explorer.cache import options_key, solve_key, solve_outcome, timeline_figures
+from explorer.frame import require_entry
+from explorer.pages import page_path
+from explorer.tensor_run import tensor_run_panel
+from explorer.widgets import outcome_message, percent, plain, schedule_download, tensor_name
+from remat_core.budget import format_bytes
+from remat_core.explain import describe_reason
+from remat_core.timeline import describe_op, occurrences
+
+require_entry()
+
+STEP_KEY = "w_timeline_step"
+# Bumped once a selection on the chart has picked a step: the chart gets a new key, which clears the
+# selection (plotly does not redraw its animation frames while a selection is shown).
+CHART_GENERATION = "timeline_chart_generation"
+LIFETIME_ROWS = 60
+
+st.title("Timeline")
+graph = state.graph()
+solver, budget = state.solver(), state.budget()
+options = options_key(state.options_of(solver))
+outcome = solve_outcome(graph, solver, budget, options, state.time_limit())
+if outcome.schedule is None:
+    outcome_message(outcome, solver, budget)
+    st.page_link(page_path("schedule"), label="Choose another budget or solver", icon=":material/tune:")
+    st.stop()
+
+schedule = outcome.schedule
+result = schedule.simulation
+stats = schedule.stats
+st.caption(f"**{plain(solver)}** at a budget of **{format_bytes(budget)}**: peak {format_bytes(stats['peak'])}, "
+           f"cost overhead {percent(stats['overhead'])}, {stats['recomputed_nodes']} tensors recomputed, "
+           f"{len(schedule):,} ops. Press Play to walk through it; drag across the chart to pick a step and see "
+           f"what is resident then.")
+
+check = tensor_run_panel(state.model(), schedule, solve_key(graph, solver, budget, options, state.time_limit()))
+memory_figure, lifetime_figure = timeline_figures(graph.content_hash, graph, solver, budget, options,
+                                                  state.time_limit(), LIFETIME_ROWS,
+                                                  check.measured_memory if check else None)
+generation = st.session_state.setdefault(CHART_GENERATION, 0)
+event = st.plotly_chart(memory_figure, key=f"timeline_memory_{generation}", on_select="rerun",
+                        selection_mode=("points", "box"))
+picked = sorted({int(p["x"]) for p in event.selection.points if "x" in p}) if event and event.selection else []
+if picked:
+    st.session_state[STEP_KEY] = picked[0]
+    st.session_state[CHART_GENERATION] = generation + 1
+    st.rerun()
+st.session_state.setdefault(STEP_KEY, max(result.peak_step, 0))
+st.session_state[STEP_KEY] = min(st.session_state[STEP_KEY], len(result.ops) - 1)
+
+left, right = st.columns([2, 3])
+with left:
+    step = st.number_input("Step", min_value=0, max_value=len(result.ops) - 1, step=1, key=STEP_KEY,
+                           help="An op index; clicking the chart picks one too.")
+    occurrence = occurrences(result)
+    st.markdown(f"**{plain(describe_op(graph, result, step, occurrence[step]))}**  \n"
+                f"Memory after it: **{format_bytes(result.memory[step])}**"
+                + (f" of {format_bytes(budget)}" if budget else ""))
+    st.caption("Solver's reason: " + plain(describe_reason(schedule.reason_at(step))))
+    recomputed = sorted(n for n, c in result.compute_counts.items() if c > 1)
+    if recomputed:
+        default = result.ops[step][1] if result.ops[step][1] in recomputed else recomputed[0]
+        chosen = st.selectbox("Why is this recomputed?", recomputed, index=recomputed.index(default),
+                              format_func=lambda n: f"{tensor_name(graph, n)} · computed {result.compute_counts[n]}×",
+                              key="w_timeline_why")
+        if st.button("Explain", icon=":material/help:", key="timeline_explain"):
+            st.session_state[state.WHY_TENSOR] = chosen
+            st.switch_page(page_path("why"))
+    else:
+        st.caption("This schedule recomputes nothing.")
+with right:
+    resident = result.resident_after(graph, step)
+    nodes = sorted((graph.node(n) for n in resident), key=lambda n: -n.mem)
+    st.markdown(f"**Resident after step {step}**: {len(nodes):,} tensors, "
+                f"{format_bytes(sum(n.mem for n in nodes))}")
+    st.dataframe([{"tensor": tensor_name(graph, n.id), "kind": n.kind, "size": format_bytes(n.mem),
+                   "computed": f"{result.compute_counts.get(n.id, 0)}×" if not n.pinned else "pinned"}
+                  for n in nodes], hide_index=True, width="stretch", height=260)
+
+st.subheader("Lifetimes")
+st.caption(f"One row per tensor (recomputed ones first, then the largest; at most {LIFETIME_ROWS}): a bar while it "
+           f"is resident, coloured by kind; recomputations in orange.")
+st.plotly_chart(lifetime_figure, key="timeline_lifetimes")
+schedule_download(schedule, key="timeline_download")

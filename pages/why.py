@@ -1,0 +1,108 @@
+"""Why recomputed? Each computation of a tensor with its reason, the budget from which it is computed
+once, and two budgets side by side."""
+
+
+import streamlit as st
+
+from explorer import state
+from explorer.cache import computes_at, options_key, solve_outcome, sweep_status
+from explorer.frame import require_entry
+from explorer.widgets import budget_scale, other_budget_slider, outcome_message, percent, plain, tensor_name
+from remat_core import get_solver
+from remat_core.budget import format_bytes
+from remat_core.explain import (CHANGE_ORDER, describe_computation, explain_tensor,
+                                recomputed_tensors, schedule_diff, smallest_budget_computed_once)
+from remat_core.summary import graph_summary
+from remat_core.timeline import ordinal
+
+require_entry()
+
+st.title("Why recomputed?")
+graph = state.graph()
+summary = graph_summary(graph)
+solver, budget = state.solver(), state.budget()
+options = options_key(state.options_of(solver))
+limit = state.time_limit()
+outcome = solve_outcome(graph, solver, budget, options, limit)
+if outcome.schedule is None:
+    outcome_message(outcome, solver, budget)
+    st.stop()
+schedule = outcome.schedule
+counts = schedule.simulation.compute_counts
+recomputed = recomputed_tensors(graph, schedule)
+st.caption(f"**{plain(solver)}** at **{format_bytes(budget)}** recomputes {len(recomputed)} of {len(counts)} "
+           f"tensors. Pick one to see each of its computations and why.")
+
+ranked = [n for n, _ in recomputed] + [n for n in graph.topological_order() if counts.get(n) == 1]
+wanted = st.session_state.get(state.WHY_TENSOR)
+if wanted not in ranked:
+    wanted = ranked[0]
+tensor = st.selectbox("Tensor", ranked, index=ranked.index(wanted), key="w_why_tensor",
+                      format_func=lambda n: f"{tensor_name(graph, n)} · computed {counts[n]}×")
+st.session_state[state.WHY_TENSOR] = tensor
+explanation = explain_tensor(graph, schedule, tensor)
+node = explanation.node
+
+cols = st.columns(4)
+cols[0].metric("Computed", f"{explanation.times_computed}×")
+cols[1].metric("Size", format_bytes(node.mem))
+cols[2].metric("Kind", node.kind)
+cols[3].metric("Readers", len(explanation.readers))
+
+for computation in explanation.computations:
+    with st.container(border=True):
+        title = f"{ordinal(computation.occurrence)} computation · step {computation.step}"
+        st.markdown(f"**{title}**" + (" · recomputation" if computation.is_recomputation else ""))
+        st.write(describe_computation(graph, computation, budget, format_bytes))
+        if computation.freed_reason or computation.reason:
+            with st.expander("Recorded reasons"):
+                st.json({"compute": computation.reason, "previous free": computation.freed_reason})
+
+st.subheader("From which budget is it computed once?")
+status = sweep_status(graph, solver, options, limit)
+if status.curve is None:
+    st.info(f"Waiting for the sweep of {plain(solver)} ({status.done} of {status.total} budgets)…")
+else:
+    grid = [p.budget for p in status.curve.points]
+    run = not get_solver(solver).exact or st.button("Find it (solves a few more budgets)", key="why_find_once")
+    if run:
+        threshold = smallest_budget_computed_once(tensor, solver, grid,
+                                                  computes_at(graph, solver, tensor, options, limit),
+                                                  tolerance=max(1, (grid[-1] - grid[0]) // 200))
+        if threshold.budget is None:
+            st.warning(f"{plain(solver)} recomputes it even at {format_bytes(threshold.below)}, the largest budget "
+                       f"checked.")
+        elif not threshold.recomputed_below:
+            st.success(f"{plain(solver)} computes it once at every feasible budget checked (from "
+                       f"{format_bytes(threshold.budget)}).")
+        else:
+            st.success(f"From **{format_bytes(threshold.budget)}** {plain(solver)} computes it once "
+                       f"({threshold.checked} budgets checked; at {format_bytes(threshold.below)} it is still "
+                       f"recomputed or infeasible).")
+            if st.button(f"Set the budget to {format_bytes(threshold.budget)}", key="why_use_threshold"):
+                state.set_budget(threshold.budget)
+                st.rerun()
+
+st.subheader("Two budgets side by side")
+scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)
+other_key = "w_why_other_budget"
+other = other_budget_slider(scale, other_key, "Budget B (A is the current budget)",
+                            default=budget + max(summary.checkpoint_all_peak - budget, 0) // 2)
+other_outcome = solve_outcome(graph, solver, other, options, limit)
+if other_outcome.schedule is None:
+    outcome_message(other_outcome, solver, other)
+else:
+    side_a, side_b = st.columns(2)
+    for side, label, sched in ((side_a, "A", schedule), (side_b, "B", other_outcome.schedule)):
+        side.metric(f"{label}: {format_bytes(sched.budget)}", percent(sched.stats["overhead"]),
+                    delta=f"{sched.stats['recomputed_nodes']} tensors recomputed", delta_color="off",
+                    delta_arrow="off")
+    changes = schedule_diff(graph, schedule, other_outcome.schedule)
+    if not changes:
+        st.info("Both budgets compute every tensor the same number of times.")
+    else:
+        tally = {c: sum(1 for x in changes if x.change == c) for c in CHANGE_ORDER}
+        st.caption(" · ".join(f"{n} {c}" for c, n in tally.items() if n))
+        st.dataframe([{"tensor": tensor_name(graph, c.tensor), "change": c.change, "computed at A": c.computes_a,
+                       "computed at B": c.computes_b, "bytes": format_bytes(c.mem)} for c in changes],
+                     hide_index=True, width="stretch")

@@ -1,0 +1,70 @@
+"""``treewidth``: TW-Remat, the treewidth recursion of Kumar et al. (NeurIPS 2019).
+
+A tree decomposition of the graph's skeleton (pinned nodes left out) is turned into its balanced
+separator tree (centroid bags at the top); the shared recursion in :mod:`._separator_recursion`
+rematerializes over it. With width k and N bags, the pure schedule holds O((k + in-degree) log N)
+tensors and computes each node at most (k + 2)^depth times; budget-aware, it stops recursing where
+the budget allows and falls back to eviction where it does not (see ``docs/algorithms.md``).
+"""
+
+from __future__ import annotations
+
+from ..decompose import TREE_HEURISTICS, separator_tree, tree_decomposition
+from ..graph import ComputeGraph
+from ..schedule import Schedule
+from ._separator_recursion import DEFAULT_MAX_COMPUTES, separator_hierarchy, solve_over_hierarchy
+from .base import Option, register
+
+REFERENCE = ("R. Kumar, M. Purohit, Z. Svitkina, E. Vee, J. R. Wang, \"Efficient Rematerialization for Deep "
+             "Networks\", NeurIPS 2019")
+
+BUDGET_AWARE = Option("budget_aware", bool, True,
+                      "stop recursing where a subproblem fits the memory left, and evict where still over; "
+                      "false: the paper's pure schedule (InfeasibleBudget if its peak is over)")
+MAX_COMPUTES = Option("max_recursion_computes", int, DEFAULT_MAX_COMPUTES,
+                      "compute ops the recursion may emit (its recomputation grows like n^O(log width))", low=1)
+
+
+@register("treewidth", "TW-Remat: recursion over a tree decomposition's balanced separator tree (Kumar et al.).",
+          exact=False, reference=REFERENCE,
+          options=(BUDGET_AWARE,
+                   Option("heuristic", str, "min_degree", "tree decomposition method", choices=TREE_HEURISTICS),
+                   MAX_COMPUTES))
+def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, budget_aware: bool = True,
+              heuristic: str = "min_degree", max_recursion_computes: int = DEFAULT_MAX_COMPUTES) -> Schedule:
+    """TW-Remat within ``budget`` bytes.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+    budget : int
+    time_limit : float, optional
+        Unused: the recursion's size is bounded by ``max_recursion_computes`` instead.
+    budget_aware : bool
+    heuristic : {"min_degree", "min_fill", "exact"}
+    max_recursion_computes : int
+
+    Returns
+    -------
+    Schedule
+        ``solver_info`` holds the decomposition's width, bag count, time and the strategy used.
+
+    Raises
+    ------
+    InfeasibleBudget
+        Pure: the recursion's peak is over the budget. Budget-aware: eviction found no room.
+    DecompositionError
+        ``heuristic="exact"`` on a graph above the exact method's limit.
+
+    References
+    ----------
+    Kumar et al., NeurIPS 2019 (TW-Remat).
+    """
+    del time_limit
+    decomposition = tree_decomposition(graph, heuristic)
+    hierarchy = graph.memo(f"solvers.treewidth.hierarchy.{heuristic}", lambda: separator_hierarchy(
+        graph, decomposition, separator_tree(decomposition)))
+    info = {"decomposition": "tree", "heuristic": heuristic, "width": decomposition.width,
+            "bags": len(decomposition), "decomposition_seconds": decomposition.seconds}
+    return solve_over_hierarchy(graph, budget, hierarchy, solver="treewidth", budget_aware=budget_aware,
+                                max_computes=max_recursion_computes, info=info)

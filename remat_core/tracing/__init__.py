@@ -1,0 +1,17 @@
+"""The tracer's passes: capture a joint graph, turn it into a ComputeGraph, cost it, coarsen it.
+
+:mod:`remat_core.trace` is the front door; the modules here each do one step:
+
+- :mod:`.capture`: one training step -> ATen-level joint forward+backward FX graph (FakeTensors),
+  every op annotated with the ``nn.Module`` call it ran in;
+- :mod:`.costs`: the cost models (``flops``, ``unit``, ``bytes``, ``measured``);
+- :mod:`.to_graph`: FX graph -> op-level :class:`~remat_core.graph.ComputeGraph`, views merged
+  into their storage owners;
+- :mod:`.coarsen`: op level -> module level (one node per module call per pass).
+"""
+
+TRACING_FAILURES = (RuntimeError, NotImplementedError, TypeError, ValueError, AssertionError, IndexError)
+"""What a model that cannot be traced raises: FakeTensor and symbolic-shape errors (RuntimeError
+subclasses: data-dependent control flow, ops without a meta kernel), and the ordinary errors of a
+model run on inputs it does not accept (wrong shapes, wrong types). Anything else is a bug and is
+not translated into a :class:`~remat_core.errors.TraceError`."""

@@ -1,0 +1,14 @@
+"""Figures for the explorer, built without Streamlit: plotly figures and self-contained pyvis HTML.
+
+Each builder takes the core objects (a graph, a simulated schedule, a Pareto curve, a view, bags)
+and returns a figure that tests can inspect and the app can render.
+"""
+
+from .dag import dag_html, layered_positions
+from .decomposition import path_strip_figure, tree_of_bags_figure
+from .memory import module_memory_figure
+from .pareto import pareto_figure
+from .timeline import lifetime_chart, memory_timeline_figure
+
+__all__ = ["dag_html", "layered_positions", "lifetime_chart", "memory_timeline_figure", "module_memory_figure",
+           "pareto_figure", "path_strip_figure", "tree_of_bags_figure"]

@@ -1,0 +1,413 @@
+"""Every page of the explorer through Streamlit's AppTest: renders, reacts, and survives bad input."""
+
+import base64
+import io
+import json
+import re
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
+from test_import import onnx_convnet
+
+from explorer import models, state
+from explorer.cache import (best_possible, options_key, solve_key, solve_outcome, stop_background_work,
+                            sweep_status, tensor_check_status)
+from explorer.worker import lp_bound_job, portable
+from explorer.decompositions import SELECTED_BAG, decomposition
+from explorer.pages import PAGES
+from explorer.models import default_model
+from explorer.widgets import budget_scale, plain
+from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound
+from remat_core.budget import format_bytes
+from remat_core.compare import LP_SOLVER, sweep_budgets
+from remat_core.generators import random_dag, training_chain
+from remat_core.trace import trace_zoo_model
+from remat_core.views import MAX_DRAWN_NODES
+
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background_workers():
+    """The explorer's worker processes, stopped after this module: their sweeps would keep the CPU
+    busy for the tests that follow."""
+    yield
+    stop_background_work()
+
+
+def app(page: str | None = None) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+    if page is not None:
+        at.switch_page(page).run()
+    return at
+
+
+def texts(at: AppTest) -> list[str]:
+    """Metric values and deltas, warnings and errors: what a user reads as the page's answer."""
+    return ([f"{m.label}={m.value}/{m.proto.delta}" for m in at.metric] + [w.value for w in at.warning]
+            + [e.value for e in at.error])
+
+
+def sidebar_text(at: AppTest) -> str:
+    """Every text in the sidebar, nested blocks (a fragment's writes) included."""
+    def walk(node) -> list[str]:
+        children = getattr(node, "children", None)
+        if children is None:
+            return [str(getattr(node, "value", ""))]
+        return [text for child in children.values() for text in walk(child)]
+    return " ".join(walk(at.sidebar))
+
+
+@pytest.mark.parametrize("page", [p.path for p in PAGES])
+def test_every_page_runs_on_the_default_model(page):
+    at = app(page)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.title[0].value == next(p.title for p in PAGES if p.path == page)
+    assert plain(at.session_state[state.MODEL].graph.name) in sidebar_text(at)
+    assert at.session_state[state.MODEL] is default_model()
+
+
+def test_moving_the_budget_slider_changes_the_metrics_and_the_sidebar():
+    at = app("pages/schedule.py")
+    slider = at.slider(key="w_budget")
+    first_budget = at.session_state[state.BUDGET]
+    shown = texts(at)
+    slider.set_value(slider.max).run()
+    assert not at.exception
+    top_budget = at.session_state[state.BUDGET]
+    assert top_budget > first_budget and texts(at) != shown
+    assert any(m.label.endswith("Peak memory") for m in at.metric)
+    assert format_bytes(top_budget) in sidebar_text(at)
+    at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
+    assert not at.exception and texts(at) != texts_at_top(at, top_budget)
+
+
+def texts_at_top(at: AppTest, budget: int) -> list[str]:
+    """The page's answer at ``budget``, from a fresh session (for comparison)."""
+    fresh = app()
+    fresh.session_state[state.BUDGET] = budget
+    fresh.switch_page("pages/schedule.py").run()
+    return texts(fresh)
+
+
+def test_the_slider_goes_from_under_the_lower_bound_to_over_the_peak():
+    at = app("pages/schedule.py")
+    slider = at.slider(key="w_budget")
+    graph = at.session_state[state.MODEL].graph
+    assert slider.min * 2**20 < memory_lower_bound(graph) and slider.max * 2**20 > checkpoint_all_peak(graph)
+
+
+def test_the_pareto_chart_switches_to_a_log_overhead_axis_and_keeps_it():
+    at = app()
+    at.session_state[state.MODEL] = state.Model(training_chain(10, mem=2**20), "test")
+    at.switch_page("pages/schedule.py").run()
+    session = at.session_state
+    sweep_status(session[state.MODEL].graph, session[state.SOLVER], (), session[state.TIME_LIMIT], wait=120)
+    at.run()
+    assert pareto_yaxis(at).get("type") != "log"
+    at.toggle(key="w_pareto_log").set_value(True).run()
+    assert not at.exception and pareto_yaxis(at)["type"] == "log" and session[state.PARETO_LOG] is True
+    at.switch_page("pages/timeline.py").run()
+    at.switch_page("pages/schedule.py").run()
+    assert at.toggle(key="w_pareto_log").value is True and pareto_yaxis(at)["type"] == "log"
+
+
+def pareto_yaxis(at: AppTest) -> dict:
+    """The y axis of the Schedule page's Pareto chart."""
+    return json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]
+
+
+def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
+    at = app("pages/schedule.py")
+    at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
+    assert at.warning and "infeasible" in at.warning[0].value
+    assert "smallest feasible" in at.warning[0].value or "No feasible budget" in at.warning[0].value
+
+
+@pytest.mark.parametrize("solver", [s.name for s in list_solvers()])
+def test_switching_solver_works(solver):
+    at = app()
+    # A small graph and a short time limit: every solver's background sweep stays cheap.
+    at.session_state[state.MODEL] = state.Model(training_chain(8, mem=2**20), "test")
+    at.session_state[state.TIME_LIMIT] = 1.0
+    at.switch_page("pages/schedule.py").run()
+    at.selectbox(key="w_solver").set_value(solver).run()
+    assert not at.exception, at.exception
+    assert at.session_state[state.SOLVER] == solver
+    assert plain(solver) in sidebar_text(at)
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception and at.session_state[state.SOLVER] == solver
+
+
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.file_uploader(key="w_upload").set_value((name, data, "application/octet-stream")).run()
+    return at
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("broken.json", b"{not json", "not valid JSON"),
+    ("cycle.json", json.dumps({"format": "remat-graph", "version": 1, "nodes": [
+        {"id": "a", "mem": 1, "cost": 1}, {"id": "b", "mem": 1, "cost": 1}], "edges": [["a", "b"], ["b", "a"]]}
+    ).encode(), "cycle"),
+    ("model.pkl", b"\x80\x04K\x01.", "not read here"),
+    ("empty.json", b"{}", "unrecognised graph document"),
+])
+def test_a_bad_upload_shows_an_error_and_keeps_the_model(name, data, message):
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, name, data)
+    assert not at.exception
+    assert at.error and message in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
+    at.run()  # the message stays while the file does, and nothing is reloaded
+    assert at.error and at.session_state[state.MODEL] is before
+
+
+def test_a_file_over_the_size_limit_is_refused_before_parsing(monkeypatch):
+    monkeypatch.setattr(models, "MAX_UPLOAD_BYTES", 1024)
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, "big.json", json.dumps(training_chain(40).to_json()).encode())
+    assert at.error and "more than the 1 KiB" in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
+
+
+def test_a_good_upload_becomes_the_model_and_resets_the_budget():
+    at = app("pages/model.py")
+    graph = training_chain(7, mem=2**20, name="uploaded-chain")
+    upload(at, "mine.json", json.dumps(graph.to_json()).encode())
+    assert not at.exception and not at.error
+    model = at.session_state[state.MODEL]
+    assert model.graph.content_hash == graph.content_hash and model.origin == "uploaded: mine.json"
+    assert at.session_state[state.BUDGET] == state.default_budget(graph)
+    assert plain("uploaded-chain") in sidebar_text(at)
+
+
+def test_generating_a_graph_replaces_the_model():
+    at = app("pages/model.py")
+    at.radio(key="w_generated_family").set_value("Random DAG").run()
+    at.number_input(key="w_generated_nodes").set_value(40)
+    next(b for b in at.button if b.proto.label == "Use this graph").click().run()
+    assert not at.exception
+    assert at.session_state[state.MODEL].graph.name.startswith("random-dag-40")
+    assert plain(at.session_state[state.MODEL].graph.name) in sidebar_text(at)
+
+
+def test_the_graph_page_refuses_to_draw_a_huge_graph_and_shows_a_smaller_view():
+    at = app()
+    at.session_state[state.MODEL] = state.Model(random_dag(MAX_DRAWN_NODES + 10, edge_probability=0.0005), "test")
+    at.switch_page("pages/graph.py").run()
+    assert not at.exception
+    assert at.error and "too many to draw" in at.error[0].value
+    assert at.get("iframe")
+
+
+def test_the_graph_page_finds_a_node_and_draws_its_neighbourhood():
+    at = app("pages/graph.py")
+    at.segmented_control(key="w_graph_level").set_value("neighbourhood").run()
+    some_node = at.session_state[state.MODEL].graph.topological_order()[10]
+    at.selectbox(key="w_graph_find").set_value(some_node).run()
+    assert not at.exception and not at.error
+    assert at.get("iframe")
+
+
+def test_the_timeline_page_shows_what_is_resident_at_a_step():
+    at = app()
+    at.session_state[state.BUDGET] = 10**12
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception
+    frames = json.loads(at.get("plotly_chart")[0].proto.spec)["frames"]
+    assert frames
+    at.number_input(key="w_timeline_step").set_value(0).run()
+    assert not at.exception
+    resident = at.dataframe[0].value
+    graph = at.session_state[state.MODEL].graph
+    assert len(resident) == sum(graph.pinned) + 1  # the pinned tensors and the first activation
+
+
+def current_solve_key(at: AppTest) -> tuple:
+    session = at.session_state
+    solver = session[state.SOLVER]
+    return solve_key(session[state.MODEL].graph, solver, session[state.BUDGET],
+                     options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
+
+
+def plotly_values(values) -> np.ndarray:
+    """An array of a plotly spec: a list, or plotly's typed array (``{"dtype", "bdata"}``, base64)."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values)
+
+
+def run_button(at: AppTest):
+    return next(b for b in at.button if b.proto.label == "Run on real tensors")
+
+
+def test_the_timeline_runs_the_schedule_on_real_tensors_and_overlays_the_real_memory():
+    at = app("pages/timeline.py")
+    assert not run_button(at).disabled
+    run_button(at).click().run()
+    assert not at.exception and not at.error
+    started, outcome = tensor_check_status(current_solve_key(at), wait=300)
+    assert started and outcome.error is None
+    check = outcome.check
+    assert check.gradients_match and check.measured_peak == check.simulated_peak
+    at.run()
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Gradients"] == "match"
+    assert metrics["Measured peak"] == metrics["Simulated peak"] == format_bytes(check.measured_peak)
+    timeline = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    measured = next(t for t in timeline if t.get("name") == "measured")
+    steps = plotly_values(measured["x"]).astype(int)
+    assert len(steps) == len(check.measured_memory)  # every step drawn (a few hundred ops)
+    assert np.allclose(plotly_values(measured["y"]) * 2**20, np.asarray(check.measured_memory)[steps])
+    at.switch_page("pages/why.py").run()
+    at.switch_page("pages/timeline.py").run()  # the result belongs to the solve: still there
+    assert {m.label for m in at.metric} >= {"Gradients", "Measured peak"}
+
+
+def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_schedule():
+    graph = trace_zoo_model("mlp", 2, level="op", depth=1, width=16)
+    # Its rebuild traces another batch size: not the graph the schedule is for, so the worker refuses it.
+    model = state.Model(graph, "test", rebuild=partial(trace_zoo_model, "mlp", 3, level="op", depth=1, width=16))
+    at = app()
+    at.session_state[state.MODEL] = model
+    at.session_state[state.BUDGET] = state.default_budget(graph)
+    at.switch_page("pages/timeline.py").run()
+    budget, solver = at.session_state[state.BUDGET], at.session_state[state.SOLVER]
+    run_button(at).click().run()
+    _, outcome = tensor_check_status(current_solve_key(at), wait=300)
+    assert outcome.check is None and "differs" in outcome.error
+    at.run()
+    assert not at.exception and at.error and "The run on real tensors failed" in at.error[0].value
+    assert at.session_state[state.MODEL] is model and at.session_state[state.BUDGET] == budget
+    assert at.session_state[state.SOLVER] == solver and at.get("plotly_chart")  # the timeline is still drawn
+    failed = tensor_check_status(current_solve_key(at))[1]
+    run_button(at).click().run()  # pressing again retries a failed run
+    _, again = tensor_check_status(current_solve_key(at), wait=300)
+    assert again is not failed and "differs" in again.error
+
+
+def test_a_graph_read_from_a_file_cannot_run_on_real_tensors():
+    at = app("pages/model.py")
+    upload(at, "mine.json", json.dumps(training_chain(7, mem=2**20).to_json()).encode())
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception and run_button(at).disabled
+    assert any("No model behind this graph" in c.value for c in at.caption)
+    assert tensor_check_status(current_solve_key(at)) == (False, None)
+
+
+def test_the_learn_page_steps_forward():
+    at = app("pages/learn.py")
+    first = at.session_state["w_learn_step"]
+    next_button = next(b for b in at.button if "Next" in b.proto.label)
+    next_button.click().run()
+    assert not at.exception and at.session_state["w_learn_step"] == first + 1
+
+
+@given(st.integers(0, 2**44), st.integers(0, 2**44))
+def test_budget_scale_brackets_the_marks_with_float_steps(a, b):
+    lower, peak = min(a, b), max(a, b)
+    scale = budget_scale(lower, peak)
+    assert all(isinstance(v, float) for v in (scale.low, scale.high, scale.step))
+    assert scale.low * scale.unit.size <= lower and scale.high * scale.unit.size >= peak
+    assert scale.low < scale.high
+    for nbytes in (lower, peak, (lower + peak) // 2):
+        shown = scale.to_units(nbytes)
+        assert scale.low <= shown <= scale.high
+        assert scale.to_bytes(shown) >= min(nbytes, scale.to_bytes(scale.high)) - 1
+
+
+def drawn_dag_nodes(at: AppTest) -> dict:
+    """The nodes of the DAG iframe on the page, by id."""
+    html = at.get("iframe")[0].proto.srcdoc
+    data = re.search(r"nodes = new vis\.DataSet\((\[.*?\])\);", html, re.DOTALL).group(1)
+    return {n["id"]: n for n in json.loads(data)}
+
+
+def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
+    at = app("pages/graph.py")
+    assert not at.exception and not at.error
+    assert any(m.label == "Tree width" for m in at.metric) and any(m.label == "Path width" for m in at.metric)
+    at.selectbox(key="w_graph_bag").set_value(("tree", 1)).run()
+    assert not at.exception
+    kind, index = at.session_state[SELECTED_BAG]
+    assert (kind, index) == ("tree", 1)
+    graph = at.session_state[state.MODEL].graph
+    bag = set(decomposition(graph.content_hash, graph, kind, "min_degree")[0].bags[index])
+    marked = {i for i, n in drawn_dag_nodes(at).items() if n["borderWidth"] == 3}
+    assert marked == bag
+
+
+def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
+    at = app("pages/timeline.py")
+    picker = at.selectbox(key="w_timeline_why")
+    tensor = picker.options and picker.value
+    assert tensor, "the default model's default schedule should recompute something"
+    next(b for b in at.button if b.proto.label == "Explain").click().run()
+    assert not at.exception and at.title[0].value == "Why recomputed?"
+    assert at.session_state[state.WHY_TENSOR] == tensor == at.selectbox(key="w_why_tensor").value
+    assert at.metric[0].label == "Computed" and int(at.metric[0].value.rstrip("×")) >= 2
+    assert any("computation" in m.value for m in at.markdown)
+
+
+def test_tracing_a_zoo_model_from_the_model_page():
+    at = app("pages/model.py")
+    at.selectbox(key="w_zoo_model").set_value("mlp").run()
+    at.number_input(key="w_zoo_mlp_batch_size").set_value(2)
+    at.number_input(key="w_zoo_mlp_depth").set_value(1)
+    at.number_input(key="w_zoo_mlp_width").set_value(16)
+    next(b for b in at.button if b.proto.label == "Trace this model").click().run()
+    assert not at.exception and not at.error
+    model = at.session_state[state.MODEL]
+    assert model.origin.startswith("zoo: mlp") and model.parameters == 784 * 16 + 16 + 16 * 10 + 10
+    assert {"param", "forward", "backward"} <= {n.kind for n in model.graph.nodes}
+
+
+def test_an_onnx_upload_gets_its_backward_pass():
+    at = app("pages/model.py")
+    upload(at, "convnet.onnx", onnx_convnet())
+    assert not at.exception and not at.error
+    model = at.session_state[state.MODEL]
+    assert model.origin == "uploaded: convnet.onnx (forward only: backward pass added)"
+    assert any(n.kind == "backward" for n in model.graph.nodes)
+
+
+def test_a_pt2_export_is_traced_not_executed_as_code():
+    buffer = io.BytesIO()
+    torch.export.save(torch.export.export(torch.nn.Linear(4, 3), (torch.randn(2, 4),)), buffer)
+    at = app("pages/model.py")
+    upload(at, "linear.pt2", buffer.getvalue())
+    assert not at.exception and not at.error
+    graph = at.session_state[state.MODEL].graph
+    assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
+    at.switch_page("pages/timeline.py").run()  # a .pt2 holds the weights: its schedules run on real tensors
+    run_button(at).click().run()
+    _, outcome = tensor_check_status(current_solve_key(at), wait=300)
+    assert outcome.error is None and outcome.check.gradients_match
+
+
+@pytest.mark.skipif(LP_SOLVER in {s.name for s in list_solvers()}, reason="checkmate-lp is registered")
+def test_no_best_possible_line_without_an_lp_solver():
+    assert best_possible(training_chain(4, mem=10), None) is None
+
+
+@pytest.mark.skipif(LP_SOLVER not in {s.name for s in list_solvers()}, reason="checkmate-lp is not registered")
+def test_best_possible_line_bounds_the_solvers_from_below():
+    graph = training_chain(6, mem=10)
+    assert isinstance(best_possible(graph, 10.0), list)  # the LPs run in the sweep worker, queued
+    for budget in sweep_budgets(graph, 6):
+        overhead = lp_bound_job(portable(graph), budget, 10.0)  # the worker's job, run here
+        assert overhead is not None
+        for solver in ("checkpoint-all", "dtr", "checkmate-lp"):
+            outcome = solve_outcome(graph, solver, budget, (), 10.0)
+            if outcome.schedule is not None:
+                assert overhead <= outcome.schedule.stats["overhead"] + 1e-9

@@ -1,0 +1,166 @@
+"""compare(), sweep_budgets(), pareto_optimal() and the compare/sweep commands (through a subprocess)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from remat_core import (BudgetError, UnknownSolver, checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound,
+                        save_graph, solve)
+from remat_core import compare as comparison
+from remat_core.compare import LP_NOT_INSTALLED, LP_SOLVER, compare, pareto_optimal, sweep_budgets
+from remat_core.generators import training_chain
+from remat_core.solvers import REGISTRY, register, solver_names
+
+
+@pytest.fixture
+def chain():
+    return training_chain(8, mem=100)
+
+
+def test_rows_per_solver_and_budget(chain):
+    peak = checkpoint_all_peak(chain)
+    budgets = [peak, peak // 2]
+    rows = compare(chain, budgets, ["checkpoint-all", "rotor", "dtr"])
+    assert [(r.budget, r.solver) for r in rows] == [(b, s) for b in budgets for s in ("checkpoint-all", "rotor", "dtr")]
+    full = rows[0]
+    assert full.feasible and full.peak == peak and full.overhead == 0.0 and full.recomputed_nodes == 0
+    assert full.fraction == 1.0 and full.seconds >= 0
+    infeasible = rows[3]
+    assert not infeasible.feasible and infeasible.peak is None and infeasible.smallest_feasible == peak
+    rotor = rows[4]
+    assert rotor.feasible and rotor.peak <= peak // 2 and rotor.overhead > 0 and rotor.recomputed_nodes > 0
+    assert rotor.cost == solve(chain, peak // 2, "rotor").stats["cost"]
+    assert rotor.solver_info["stages"] == 9
+
+
+def test_lp_column_says_not_available_without_checkmate_lp(chain):
+    if LP_SOLVER in solver_names():
+        pytest.skip("checkmate-lp is registered: the column is wired (see the next test)")
+    rows = compare(chain, [checkpoint_all_peak(chain)], ["checkpoint-all"])
+    assert rows[0].lower_bound.status == LP_NOT_INSTALLED and rows[0].lower_bound.value is None
+
+
+def lp_lower_bound_for_tests(graph, budget, time_limit=None):
+    """Stands in for checkmate_lp.lp_lower_bound: the checkpoint-all cost at or above the peak, else inf."""
+    return checkpoint_all_cost(graph) if budget >= checkpoint_all_peak(graph) else math.inf
+
+
+@pytest.fixture
+def lp_stand_in():
+    if LP_SOLVER in solver_names():
+        yield None
+        return
+
+    @register(LP_SOLVER, "stand-in for the test")
+    def stand_in(graph, budget, *, time_limit=None):
+        raise NotImplementedError
+
+    module = sys.modules[__name__]
+    module.lp_lower_bound = lp_lower_bound_for_tests
+    yield module
+    del REGISTRY[LP_SOLVER]
+    del module.lp_lower_bound
+
+
+def test_lp_column_is_wired_when_checkmate_lp_is_registered(chain, lp_stand_in):
+    peak = checkpoint_all_peak(chain)
+    full, low = (comparison.lp_lower_bound(chain, b) for b in (peak, memory_lower_bound(chain)))
+    assert full.status == "ok" and full.value >= checkpoint_all_cost(chain) - 1e-6 and full.overhead >= -1e-9
+    if lp_stand_in is not None:
+        assert full.overhead == 0.0 and low.status == "infeasible" and low.value is None
+    rows = compare(chain, [peak], ["checkpoint-all"])
+    assert rows[0].lower_bound == full
+    assert compare(chain, [peak], ["checkpoint-all"], lower_bound=False)[0].lower_bound.status == LP_NOT_INSTALLED
+
+
+def test_bad_arguments(chain):
+    with pytest.raises(UnknownSolver):
+        compare(chain, [1000], ["no-such-solver"])
+    with pytest.raises(BudgetError, match="at least one budget"):
+        compare(chain, [], ["checkpoint-all"])
+    with pytest.raises(BudgetError, match="at least 2 points"):
+        sweep_budgets(chain, 1)
+
+
+def test_sweep_budgets_span_lower_bound_to_peak(chain):
+    budgets = sweep_budgets(chain, 40)
+    assert budgets[0] == memory_lower_bound(chain) and budgets[-1] == checkpoint_all_peak(chain)
+    assert budgets == sorted(set(budgets)) and len(budgets) <= 40
+
+
+def test_pareto_front(chain):
+    rows = compare(chain, sweep_budgets(chain, 10), ["chen-sqrt"])
+    front = pareto_optimal(rows)
+    feasible = [r for r in rows if r.feasible]
+    # chen-sqrt has two points: its segments and checkpoint-all; repeats of the same point are all on the front
+    assert {(r.peak, r.cost) for r, p in zip(rows, front) if p} == {(r.peak, r.cost) for r in feasible}
+    assert not any(p for r, p in zip(rows, front) if not r.feasible)
+
+
+def test_json_rows_are_plain_data(chain):
+    rows = compare(chain, [checkpoint_all_peak(chain) // 2], ["rotor", "chen-sqrt"])
+    docs = json.loads(json.dumps([r.to_json() for r in rows]))
+    assert docs[0]["solver"] == "rotor" and docs[0]["lower_bound"]["status"] in ("n/a", "ok", "infeasible",
+                                                                                  "unproven", "refused")
+
+
+# -- the commands ------------------------------------------------------------------------------------
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "remat_core", *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture
+def graph_file(tmp_path, chain):
+    path = tmp_path / "chain.json"
+    save_graph(chain, path)
+    return path
+
+
+def test_compare_command_table(graph_file):
+    out = run("compare", graph_file, "--solvers", "checkpoint-all,rotor,dtr", "--budgets", "90%,50%")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:4] == ["solver", "budget", "feasible", "peak"]
+    assert sum(line.startswith("rotor") for line in lines) == 2
+    assert any(line.startswith("checkpoint-all") and " no " in line for line in lines)
+    assert "checkpoint-all peak" in lines[-1]
+
+
+def test_compare_command_json(graph_file, chain):
+    out = run("compare", graph_file, "--solvers", "griewank,chen-greedy", "--budgets", "70%,30%", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["checkpoint_all_peak"] == checkpoint_all_peak(chain)
+    assert [(r["solver"], round(r["fraction"], 2)) for r in doc["rows"]] == [
+        ("griewank", 0.7), ("chen-greedy", 0.7), ("griewank", 0.3), ("chen-greedy", 0.3)]
+    for r in doc["rows"]:
+        assert r["feasible"] == (r["peak"] is not None)
+        if r["feasible"]:
+            assert r["peak"] <= r["budget"] and r["overhead"] >= 0
+
+
+def test_sweep_command_json(graph_file, chain):
+    out = run("sweep", graph_file, "--solver", "rotor", "--points", "6", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    points = doc["points"]
+    assert len(points) == 6 and points[-1]["budget"] == checkpoint_all_peak(chain)
+    assert points[-1]["overhead"] == 0.0 and points[-1]["pareto"] is True
+    costs = [p["cost"] for p in points if p["feasible"]]
+    assert costs == sorted(costs, reverse=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compare", "{graph}", "--solvers", "magic"], "unknown solver 'magic'"),
+    (["compare", "{graph}", "--budgets", ","], "names no budget"),
+    (["compare", "{graph}", "--budgets", "lots"], "cannot read budget"),
+    (["sweep", "{graph}", "--solver", "rotor", "--points", "1"], "at least 2 points"),
+])
+def test_compare_and_sweep_bad_input(graph_file, args, message):
+    out = run(*[a.format(graph=graph_file) for a in args])
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,257 @@
+"""treewidth, pathwidth, pathwidth-linear: validity, the derived bounds, budget behaviour, reasons."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import compute_graphs, structured_graphs, training_graphs
+
+from remat_core import (DecompositionError, InfeasibleBudget, SolverLimitExceeded, checkpoint_all_cost,
+                        checkpoint_all_peak, memory_lower_bound, simulate, solve)
+from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
+from remat_core.generators import k_tree, random_dag, random_tree, series_parallel, training_chain
+from remat_core.solvers._separator_recursion import pure_bounds, separator_hierarchy
+
+SOLVERS = ("treewidth", "pathwidth", "pathwidth-linear")
+
+
+def solve_or_infeasible(graph, budget, solver, **options):
+    try:
+        schedule = solve(graph, budget, solver, **options)
+    except InfeasibleBudget as e:
+        assert e.smallest_feasible is None or e.smallest_feasible > budget
+        return None
+    result = simulate(graph, schedule, budget=budget)
+    assert schedule.stats["peak"] == result.peak <= budget
+    return schedule
+
+
+# -- validity through the simulator -------------------------------------------------------------------
+
+@given(compute_graphs(), st.floats(0.0, 1.2), st.booleans())
+def test_valid_on_random_dags(graph, fraction, budget_aware):
+    budget = max(memory_lower_bound(graph), int(checkpoint_all_peak(graph) * fraction))
+    for solver in SOLVERS:
+        solve_or_infeasible(graph, budget, solver, budget_aware=budget_aware)
+
+
+@given(structured_graphs(), st.floats(0.0, 1.2), st.booleans())
+def test_valid_on_k_trees_series_parallel_and_training_chains(graph, fraction, budget_aware):
+    budget = max(memory_lower_bound(graph), int(checkpoint_all_peak(graph) * fraction))
+    for solver in SOLVERS:
+        solve_or_infeasible(graph, budget, solver, budget_aware=budget_aware)
+
+
+@given(training_graphs(), st.floats(0.0, 1.2), st.booleans())
+def test_valid_on_training_graphs_of_random_dags(graph, fraction, budget_aware):
+    budget = max(memory_lower_bound(graph), int(checkpoint_all_peak(graph) * fraction))
+    for solver in SOLVERS:
+        solve_or_infeasible(graph, budget, solver, budget_aware=budget_aware)
+
+
+@given(training_graphs())
+def test_bounds_hold_on_training_graphs_of_random_dags(graph):
+    for solver in ("treewidth", "pathwidth"):
+        _check_pure_bounds(graph, solver)
+    _check_linear_bounds(graph)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_checkpoint_all_budget_costs_nothing_extra(solver):
+    for g in (training_chain(50), k_tree(80, 3, seed=1), series_parallel(80, seed=2)):
+        s = solve(g, checkpoint_all_peak(g), solver)
+        assert s.stats["overhead"] == 0.0 and s.stats["recomputes"] == 0
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_memory_falls_well_below_checkpoint_all_on_a_long_training_chain(solver):
+    g = training_chain(300)
+    s = solve(g, checkpoint_all_peak(g) // 4, solver)
+    assert s.stats["peak"] <= checkpoint_all_peak(g) // 4 and s.stats["recomputes"] > 0
+
+
+# -- the bounds of the pure recursion hold -----------------------------------------------------------
+
+def _hierarchy(graph, solver):
+    d = tree_decomposition(graph) if solver == "treewidth" else path_decomposition(graph)
+    return d, separator_hierarchy(graph, d, separator_tree(d))
+
+
+def _request_bytes(graph):
+    return max((sum(graph.mem[p] for p in graph.pred_idx[v] if not graph.pinned[p]) for v in graph.needed_idx),
+               default=0)
+
+
+def _check_pure_bounds(graph, solver):
+    d, h = _hierarchy(graph, solver)
+    s = solve(graph, 10**12, solver, budget_aware=False)
+    result = s.simulation
+    bounds = pure_bounds(graph, h)
+    assert result.peak <= bounds.memory
+    widest = max(sum(graph.mem[graph.index[v]] for v in bag) for bag in d.bags)
+    assert result.peak <= graph.pinned_bytes + (h.height + 1) * (widest + _request_bytes(graph))
+    home = h.homes(len(graph))
+    for node, count in result.compute_counts.items():
+        v = graph.index[node]
+        assert count <= bounds.computes[v]
+        assert count <= (d.width + 2) ** h.depth[home[v]]
+
+
+@given(compute_graphs(max_nodes=16))
+def test_pure_bounds_hold_on_random_dags(graph):
+    for solver in ("treewidth", "pathwidth"):
+        _check_pure_bounds(graph, solver)
+
+
+@given(structured_graphs(max_nodes=40))
+def test_pure_bounds_hold_on_structured_graphs(graph):
+    for solver in ("treewidth", "pathwidth"):
+        _check_pure_bounds(graph, solver)
+
+
+@pytest.mark.parametrize("n", [10, 100, 1000])
+def test_pure_treewidth_memory_on_training_chains_is_logarithmic(n):
+    g = training_chain(n)
+    s = solve(g, 10**9, "treewidth", budget_aware=False)
+    d = tree_decomposition(g)
+    h = separator_tree(d).height
+    assert h <= math.floor(math.log2(len(d)))
+    assert s.stats["peak"] <= 1 + (h + 1) * (d.width + 1 + 2)  # unit sizes: bag + two inputs per level
+
+
+def _check_linear_bounds(graph):
+    s = solve(graph, 10**12, "pathwidth-linear", budget_aware=False)
+    d = path_decomposition(graph)
+    cut_vertices = {graph.index[v] for b in s.solver_info["cut_bags"] for v in d.bags[b]}
+    counts = s.simulation.compute_counts
+    limit = 2 * (d.width + 1) + 1
+    for node, count in counts.items():
+        v = graph.index[node]
+        assert count <= (1 if v in cut_vertices else limit)
+    cuts = [-1] + list(s.solver_info["cut_bags"]) + [len(d)]
+    largest = max((sum(graph.mem[graph.index[v]] for v in {u for b in range(lo + 1, hi) for u in d.bags[b]}
+                       if graph.index[v] not in cut_vertices) for lo, hi in zip(cuts, cuts[1:])), default=0)
+    bound = graph.pinned_bytes + sum(graph.mem[v] for v in cut_vertices) + _request_bytes(graph) + largest
+    assert s.stats["peak"] <= bound
+
+
+@given(compute_graphs(max_nodes=18))
+def test_linear_compute_count_and_memory_bounds_on_random_dags(graph):
+    _check_linear_bounds(graph)
+
+
+@given(structured_graphs(max_nodes=60))
+def test_linear_compute_count_and_memory_bounds_on_structured_graphs(graph):
+    _check_linear_bounds(graph)
+
+
+def test_linear_on_a_long_training_chain_is_a_sqrt_scheme():
+    g = training_chain(400)
+    s = solve(g, 10**9, "pathwidth-linear", budget_aware=False)
+    assert max(s.simulation.compute_counts.values()) <= 2 * 3 + 1
+    assert s.stats["peak"] <= 6 * math.sqrt(len(g))  # vs checkpoint-all's ~n/2
+    assert checkpoint_all_peak(g) > 400
+
+
+# -- budget behaviour ---------------------------------------------------------------------------------
+
+MONOTONE_TOLERANCE = 0.25
+"""A bigger budget may cost up to 25% more than a smaller one (see docs/algorithms.md: the fits-budget
+decisions and the greedy eviction replay are not monotone); measured worst on these graphs: ~22%."""
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("graph", [training_chain(40), k_tree(60, 3, seed=1), series_parallel(60, seed=3),
+                                   random_dag(40, 0.1, seed=2), random_tree(50, seed=4)], ids=lambda g: g.name)
+def test_a_bigger_budget_costs_no_more_up_to_the_tolerance(solver, graph):
+    lower, peak = memory_lower_bound(graph), checkpoint_all_peak(graph)
+    costs = []
+    for k in range(13):
+        s = solve_or_infeasible(graph, int(lower + (peak - lower) * k / 12), solver)
+        if s is not None:
+            costs.append(s.stats["cost"])
+    assert costs and costs[-1] == checkpoint_all_cost(graph)
+    for smaller, bigger in zip(costs, costs[1:]):
+        assert bigger <= smaller * (1 + MONOTONE_TOLERANCE)
+
+
+@pytest.mark.parametrize("solver", ["treewidth", "pathwidth"])
+def test_pure_schedule_is_refused_when_over_budget(solver):
+    g = training_chain(30)
+    pure = solve(g, 10**9, solver, budget_aware=False)
+    with pytest.raises(InfeasibleBudget, match="pure recursion") as info:
+        solve(g, pure.stats["peak"] - 1, solver, budget_aware=False)
+    assert info.value.smallest_feasible == pure.stats["peak"]
+    assert pure.solver_info["strategy"] == "pure recursion"
+
+
+# -- explanations -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("solver", ["treewidth", "pathwidth"])
+def test_every_op_says_why_and_recomputations_name_bag_and_consumer(solver):
+    g = training_chain(60)
+    s = solve(g, 10**9, solver, budget_aware=False)
+    d, h = _hierarchy(g, solver)
+    assert len(s.reasons) == len(s.ops) and all(r and r["text"] and r["rule"] for r in s.reasons)
+    ancestors = {v: _ancestors(g, v) for v in g.ids}
+    seen = {}
+    for (action, node), why in zip(s.ops, s.reasons):
+        if action == "free":
+            assert why["rule"] in {"request-served", "frame-done", "last-use"}
+            continue
+        seen[node] = seen.get(node, 0) + 1
+        assert why["rule"] in {"separator-request", "separator-leaf"} and why["occurrence"] == seen[node]
+        assert 0 <= why["depth"] <= h.height and 0 <= why["frame"] < len(d)
+        if seen[node] > 1:
+            assert why["text"].startswith("recomputed for ") and 0 <= why["bag"] < len(d)
+            if "consumer" in why:  # a request for the consumer's inputs
+                assert node in ancestors[why["consumer"]]
+            else:  # the pass that computes the outputs below a bag
+                assert "the graph's outputs" in why["text"]
+
+
+def _ancestors(graph, node):
+    out, stack = set(), list(graph.preds(node))
+    while stack:
+        v = stack.pop()
+        if v not in out:
+            out.add(v)
+            stack.extend(graph.preds(v))
+    return out
+
+
+def test_solver_info_reports_the_decomposition_and_strategy():
+    g = training_chain(40)
+    s = solve(g, checkpoint_all_peak(g) // 2, "treewidth")
+    info = s.solver_info
+    assert info["width"] == 2 and info["bags"] == len(tree_decomposition(g)) and info["decomposition"] == "tree"
+    assert info["strategy"] and info["separator_height"] >= 1
+    lin = solve(g, checkpoint_all_peak(g) // 2, "pathwidth-linear")
+    assert lin.solver_info["segments"] == len(lin.solver_info["cut_bags"]) + 1
+
+
+# -- options and limits -------------------------------------------------------------------------------
+
+def test_exact_heuristic_option():
+    g = k_tree(20, 3, seed=5)
+    s = solve(g, checkpoint_all_peak(g) // 2, "treewidth", heuristic="exact")
+    assert s.solver_info["width"] == 3
+    with pytest.raises(DecompositionError, match="limited to 40"):
+        solve(training_chain(30), 10**6, "treewidth", heuristic="exact")
+
+
+def test_recursion_limit_is_a_clear_error_when_pure_and_a_fallback_when_budget_aware():
+    g = training_chain(40)
+    with pytest.raises(SolverLimitExceeded, match="max_recursion_computes"):
+        solve(g, 10**9, "treewidth", budget_aware=False, max_recursion_computes=10)
+    s = solve(g, checkpoint_all_peak(g) // 2, "treewidth", max_recursion_computes=10)
+    assert "checkpoint-all" in s.solver_info["strategy"]
+
+
+@settings(max_examples=20)
+@given(st.integers(1, 12))
+def test_explicit_segment_count(segments):
+    g = training_chain(60)
+    s = solve(g, checkpoint_all_peak(g), "pathwidth-linear", segments=segments, budget_aware=False)
+    assert s.solver_info["segments"] <= segments

@@ -1,0 +1,240 @@
+"""Figure builders: what the figures contain, checked on their plotly/HTML output without Streamlit."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from recompute_fixture import chain3, recompute_schedule
+
+from remat_core import ComputeGraph, Node, checkpoint_all_peak, memory_lower_bound, solve
+from remat_core.generators import random_dag, training_chain
+from remat_core.compare import sweep_budgets
+from remat_core.pareto import CurvePoint, ParetoCurve, pareto_curve
+from remat_core.views import full_view, module_view
+from remat_core.viz import (dag_html, layered_positions, lifetime_chart, memory_timeline_figure,
+                            module_memory_figure, pareto_figure, path_strip_figure, tree_of_bags_figure)
+from remat_core.viz.palette import DIMMED_COLOR, KIND_COLORS, RECOMPUTE_COLOR, unit_for
+from remat_core.viz.timeline import (BUDGET_TRACE, CURSOR_TRACE, MEASURED_TRACE, STEP_TRACE, drawn_steps,
+                                    frame_steps)
+
+EVIL = "<script>alert('x')</script> & <b>href</b>"
+
+
+def test_timeline_has_frames_a_budget_line_and_colours_by_kind():
+    graph = chain3()
+    schedule = recompute_schedule(graph)
+    fig = memory_timeline_figure(graph, schedule)
+    names = [t.name for t in fig.data]
+    assert names[:-3] == [k for k in KIND_COLORS if k in {"input", "forward", "loss", "backward"}]
+    assert names[-3:] == [BUDGET_TRACE, STEP_TRACE, CURSOR_TRACE]
+    for trace in fig.data[:-3]:
+        assert trace.fillcolor == KIND_COLORS[trace.name] and trace.stackgroup == "memory"
+    assert list(fig.data[-2].y) == list(schedule.simulation.memory) and "layer 1" in fig.data[-2].text[0]
+    budget_line = fig.data[-3]
+    assert set(budget_line.y) == {40 / unit_for(40).size}
+    assert len(fig.frames) == len(schedule.ops) and fig.layout.updatemenus[0].buttons[0].label.endswith("Play")
+    assert fig.layout.yaxis.range[1] >= max(schedule.stats["peak"], 40)
+    stacked = np.sum([np.asarray(t.y) for t in fig.data[:-3]], axis=0)
+    assert stacked.tolist() == list(schedule.simulation.memory)
+    frame = fig.frames[9]
+    assert frame.name == "9" and "compute layer 1 (2nd computation)" in frame.layout.annotations[0].text
+    assert frame.layout.shapes[0].x0 == 9
+
+
+def test_timeline_overlays_the_measured_memory_as_a_line_at_the_drawn_steps():
+    graph = chain3()
+    schedule = recompute_schedule(graph)
+    measured = list(schedule.simulation.memory)
+    measured[5] += 25  # a step where the real bytes exceed the simulator's (and the budget of 40)
+    fig = memory_timeline_figure(graph, schedule, measured=measured)
+    names = [t.name for t in fig.data]
+    assert names[-4:] == [BUDGET_TRACE, MEASURED_TRACE, STEP_TRACE, CURSOR_TRACE]
+    line = fig.data[-3]
+    assert line.mode == "lines" and line.stackgroup is None and line.fill is None
+    assert list(line.x) == list(fig.data[-2].x) and list(line.y) == measured
+    assert fig.layout.yaxis.range[1] >= max(measured)
+    assert MEASURED_TRACE not in [t.name for t in memory_timeline_figure(graph, schedule).data]
+    with pytest.raises(ValueError, match="one value|bytes held after each op"):
+        memory_timeline_figure(graph, schedule, measured=measured[:-1])
+
+
+def test_a_long_timeline_draws_the_measured_line_at_the_same_sampled_steps():
+    graph = training_chain(900, mem=2**20)
+    schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
+    assert len(schedule.ops) > 1500
+    measured = [m + 2**20 for m in schedule.simulation.memory]
+    fig = memory_timeline_figure(graph, schedule, measured=measured, animate=False)
+    line = next(t for t in fig.data if t.name == MEASURED_TRACE)
+    steps = np.asarray(line.x)
+    assert len(steps) <= 1502 and np.allclose(line.y, (np.asarray(measured)[steps]) / 2**20)
+
+
+def test_timeline_grows_with_upto_and_has_no_frames_then():
+    graph = chain3()
+    fig = memory_timeline_figure(graph, recompute_schedule(graph), upto=4, animate=False)
+    assert not fig.frames and max(fig.data[0].x) == 4 and fig.layout.shapes[0].x0 == 4
+    assert fig.layout.xaxis.range[1] == len(recompute_schedule(graph).ops) - 1
+
+
+def test_timeline_escapes_names_from_files():
+    graph = ComputeGraph([Node("x", 1, 0, "input", True), Node("evil", 5, 1, "forward", label=EVIL)],
+                         [("x", "evil")])
+    fig = memory_timeline_figure(graph, solve(graph, 100))
+    text = " ".join(a.text for a in fig.layout.annotations) + " ".join(f.layout.annotations[0].text for f in fig.frames)
+    assert "<script>" not in text and "&lt;script&gt;" in text
+
+
+def test_drawn_steps_are_bounded_real_steps_and_keep_the_peak():
+    total = np.random.default_rng(0).integers(0, 1000, size=10_000)
+    total[4321] = 5000
+    steps = drawn_steps(total, max_points=500)
+    assert len(steps) <= 502 and 4321 in steps and steps[0] == 0 and steps[-1] == 9999
+    assert frame_steps(10_000, 50)[-1] == 9999 and len(frame_steps(10_000, 50)) == 50
+
+
+def test_lifetime_chart_colours_recomputations():
+    graph = chain3()
+    fig = lifetime_chart(graph, recompute_schedule(graph))
+    by_name = {t.name: t for t in fig.data}
+    assert by_name["recomputed"].marker.color == RECOMPUTE_COLOR
+    assert list(by_name["recomputed"].base) == [9]
+    assert by_name["forward"].marker.color == KIND_COLORS["forward"]
+    rows = fig.layout.yaxis.categoryarray
+    assert rows[-1] == "layer 1"  # f1 is computed first: top row
+
+
+def test_pareto_figure_marks_bounds_budget_and_current_results():
+    graph = training_chain(6, mem=2**20)
+    curve = pareto_curve(graph, "checkpoint-all", sweep_budgets(graph, 5))
+    peak = checkpoint_all_peak(graph)
+    fig = pareto_figure([curve], lower_bound=memory_lower_bound(graph), checkpoint_all_peak=peak, budget=peak,
+                        current={"checkpoint-all": 0.0})
+    shapes = {s.name: s for s in fig.layout.shapes}
+    assert shapes["budget"].x0 == shapes["checkpoint-all peak"].x0 == peak / 2**20
+    assert shapes["lower bound"].x0 == memory_lower_bound(graph) / 2**20
+    names = [t.name for t in fig.data]
+    assert names == ["checkpoint-all", "checkpoint-all at budget"]
+    assert list(fig.data[0].x) == [peak / 2**20]  # the only feasible point
+
+
+def test_pareto_figure_draws_a_reported_cost_lower_bound_as_best_possible():
+    points = (CurvePoint(100, True, 100, 12.0, 0.2, {}, 0.1, cost_lower_bound=11.0),
+              CurvePoint(200, True, 150, 10.0, 0.0, {}, 0.1, cost_lower_bound=10.0))
+    curve = ParetoCurve("lp", {}, points, base_cost=10.0)
+    fig = pareto_figure([curve], lower_bound=90, checkpoint_all_peak=200)
+    bound = next(t for t in fig.data if t.name.startswith("best possible"))
+    assert list(bound.y) == pytest.approx([10.0, 0.0])
+
+
+def test_dag_html_is_offline_and_escapes_labels():
+    graph = ComputeGraph([Node("x", 1, 0, "input", True), Node("</script><b>", 5, 1, "forward", label=EVIL)],
+                         [("x", "</script><b>")])
+    html = dag_html(full_view(graph), focus="</script><b>")
+    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", html, re.IGNORECASE)
+    assert not re.search(r"<link[^>]*\bhref\s*=\s*[\"']?https?://", html, re.IGNORECASE)
+    assert "<script>alert" not in html and "</script><b>" not in html
+    assert "popup.innerHTML" not in html  # tooltips stay plain text even with "href" in a label
+    assert "vis.Network" in html and "network.focus" in html
+
+
+def drawn_nodes(html: str) -> dict:
+    """The node objects pyvis wrote into the page, by id."""
+    data = re.search(r"nodes = new vis\.DataSet\((\[.*?\])\);", html, re.DOTALL).group(1)
+    return {n["id"]: n for n in json.loads(data)}
+
+
+def test_dag_html_colours_by_kind_dims_the_unhighlighted_and_sizes_by_memory():
+    nodes = [Node("x", 1, 0, "input", True), Node("a", 100, 1, "forward"), Node("b", 25, 1, "backward")]
+    graph = ComputeGraph(nodes, [("x", "a"), ("a", "b")])
+    plain = drawn_nodes(dag_html(full_view(graph)))
+    assert plain["a"]["color"]["background"] == KIND_COLORS["forward"]
+    assert plain["b"]["color"]["background"] == KIND_COLORS["backward"]
+    assert plain["x"]["shape"] == "square" and plain["a"]["shape"] == "dot"
+    assert plain["a"]["size"] > plain["b"]["size"] > plain["x"]["size"]
+    marked = drawn_nodes(dag_html(full_view(graph), highlight={"a"}))
+    assert marked["a"]["color"]["background"] == KIND_COLORS["forward"] and marked["a"]["borderWidth"] == 3
+    assert marked["b"]["color"]["background"] == DIMMED_COLOR
+    with pytest.raises(KeyError):
+        dag_html(full_view(graph), focus="missing")
+
+
+def test_layout_runs_left_to_right_and_puts_pinned_nodes_before_their_reader():
+    graph = training_chain(4, mem=1)
+    positions = layered_positions(full_view(graph))
+    for u, v in graph.edges:
+        if not graph.node(u).pinned:
+            assert positions[u][0] < positions[v][0]
+    assert positions["x"][0] == positions["f1"][0] - (positions["f2"][0] - positions["f1"][0])
+
+
+def test_module_memory_figure_stacks_kinds_per_module():
+    nodes = [Node("w", 100, 0, "param", True, module="layer1"), Node("a", 10, 1, "forward", module="layer1.conv"),
+             Node("b", 20, 1, "forward", module="layer2"), Node("g", 30, 1, "backward", module="layer2")]
+    graph = ComputeGraph(nodes, [("w", "a"), ("a", "b"), ("b", "g")])
+    fig = module_memory_figure(graph)
+    bars = {t.name: dict(zip(t.y, t.x)) for t in fig.data}
+    assert bars["param"] == {"layer1": 100.0, "layer2": 0.0}
+    assert bars["forward"] == {"layer1": 10.0, "layer2": 20.0} and fig.layout.barmode == "stack"
+    assert [t.marker.color for t in fig.data] == [KIND_COLORS[t.name] for t in fig.data]
+
+
+def test_module_memory_figure_folds_small_groups_into_one_bar():
+    graph = random_dag(30, seed=3)
+    nodes = [Node(n.id, n.mem, n.cost, n.kind, n.pinned, module=f"m{i}") for i, n in enumerate(graph.nodes)]
+    fig = module_memory_figure(ComputeGraph(nodes, graph.edges), top=5)
+    assert len(fig.layout.yaxis.categoryarray) == 6 and "(other modules: 26)" in fig.layout.yaxis.categoryarray
+
+
+def test_pareto_figure_on_a_log_axis_leaves_out_zero_overheads_and_says_so():
+    graph = training_chain(12, mem=2**20)
+    curve = pareto_curve(graph, "chen-greedy", sweep_budgets(graph, 8))
+    assert {p.overhead > 0 for p in curve.feasible_points} == {True, False}  # some recompute, some do not
+    peak = checkpoint_all_peak(graph)
+    linear = pareto_figure([curve], lower_bound=memory_lower_bound(graph), checkpoint_all_peak=peak, budget=peak,
+                           current={"chen-greedy": 0.0})
+    log = pareto_figure([curve], lower_bound=memory_lower_bound(graph), checkpoint_all_peak=peak, budget=peak,
+                        current={"chen-greedy": 0.0}, log_y=True)
+    assert linear.layout.yaxis.type != "log" and log.layout.yaxis.type == "log"
+    positive = [100 * p.overhead for p in curve.feasible_points if p.overhead > 0]
+    assert list(log.data[0].y) == positive and len(linear.data[0].y) == len(curve.feasible_points)
+    assert "chen-greedy at budget" not in {t.name for t in log.data}  # its star is at 0 %
+    notes = [a.text for a in log.layout.annotations]
+    assert "0% overheads (no recomputation) lie off a log axis" in notes
+    assert not any("log axis" in a.text for a in linear.layout.annotations)
+
+
+def test_tree_of_bags_figure_marks_the_widest_and_the_selected_bag():
+    bags = [{"a", "b"}, {"b", "c", "d"}, {"c"}]
+    fig = tree_of_bags_figure(bags, [(0, 1), (1, 2)], selected=1)
+    markers = next(t for t in fig.data if t.name == "bags")
+    assert list(markers.customdata) == [0, 1, 2] and markers.marker.color[1] != markers.marker.color[0]
+    assert any(t.name == "selected bag" for t in fig.data)
+    assert list(markers.y) == [0, -1, -2]
+    sideways = next(t for t in tree_of_bags_figure(bags, [(0, 1), (1, 2)], horizontal=True).data if t.name == "bags")
+    assert list(sideways.x) == [0, 1, 2]
+
+
+def test_path_strip_draws_one_bar_per_vertex_over_its_bags():
+    bags = [{"a"}, {"a", "b"}, {"b", "c"}]
+    fig = path_strip_figure(bags, selected=2)
+    vertices = fig.data[0]
+    assert list(vertices.x) == [-0.4, 1.4, None, 0.6, 2.4, None, 1.6, 2.4, None]
+    assert list(fig.data[1].y) == [1, 2, 2] and fig.layout.shapes[0].x0 == 1.5
+
+
+def test_module_view_figure_input_groups_forward_and_backward_apart():
+    nodes = [Node("w", 1, 0, "param", True, module="l1"), Node("a", 1, 1, "forward", module="l1"),
+             Node("l", 1, 1, "loss"), Node("g", 1, 1, "backward", module="l1")]
+    view = module_view(ComputeGraph(nodes, [("w", "a"), ("a", "l"), ("l", "g"), ("a", "g"), ("w", "g")]))
+    assert {n.id for n in view.nodes} == {"l1 [parameters]", "l1 [forward]", "(no module) [forward]",
+                                          "l1 [backward]"}
+    assert drawn_nodes(dag_html(view))["l1 [forward]"]["label"] == "l1 · forward"
+
+
+def test_pareto_figure_draws_a_shared_lp_bound_instead_of_per_solver_bounds():
+    points = (CurvePoint(100, True, 100, 12.0, 0.2, {}, 0.1, cost_lower_bound=11.0),)
+    curve = ParetoCurve("lp", {}, points, base_cost=10.0)
+    fig = pareto_figure([curve], lower_bound=90, checkpoint_all_peak=200, best_possible=[(200, 0.0), (100, 0.05)])
+    bounds = [t for t in fig.data if t.name.startswith("best possible")]
+    assert [t.name for t in bounds] == ["best possible (LP bound)"] and list(bounds[0].y) == pytest.approx([5.0, 0.0])
