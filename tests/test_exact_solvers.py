@@ -119,6 +119,22 @@ def test_exact_solvers_never_beat_the_optimum_and_the_lp_bounds_the_milp(graph, 
         assert milp.solver_info["exact"] and milp.solver_info["mip_gap"] == 0.0
 
 
+def test_a_misreported_mip_start_is_solved_again():
+    """HiGHS's presolve once took this graph's greedy start (cost 47) for cost 40 and stopped as
+    'optimal'. In the graph's order (n1 before the big n3, n4) one recomputation of n1 is needed,
+    so 47 is optimal there and the MILP must prove it; computing n1 last costs only 40."""
+    nodes = [Node("p0", 49, 0.0, "param", True), Node("p1", 0, 0.0, "param", True)]
+    nodes += [Node(i, m, c, "forward") for i, m, c in (("n0", 0, 9.0), ("n1", 5, 7.0), ("n2", 10, 4.0),
+                                                      ("n3", 50, 6.0), ("n4", 20, 1.0), ("n5", 12, 9.0),
+                                                      ("n6", 0, 4.0))]
+    edges = [("p0", "n0"), ("p1", "n0"), ("p1", "n3"), ("n3", "n4"), ("n0", "n4"), ("n1", "n6")]
+    graph = ComputeGraph(nodes, edges, name="misreported-start")
+    milp = solve(graph, 119, "checkmate-milp", time_limit=20)
+    assert optimal_cost(graph, 119) == pytest.approx(40.0)
+    assert milp.stats["cost"] == pytest.approx(47.0)
+    assert milp.solver_info["exact"] and milp.solver_info["lower_bound"] == pytest.approx(47.0)
+
+
 @settings(max_examples=30)
 @given(compute_graphs(max_nodes=8), st.floats(0.0, 1.0))
 def test_moccasin_with_enough_intervals_is_checkmate(graph, fraction):

@@ -343,24 +343,19 @@ class CheckmateModel:
 
     def solve(self, time_limit: float | None, mip_gap: float = 0.0,
               start: np.ndarray | None = None) -> ModelSolution:
-        """Run HiGHS (MILP or LP) and read back the best solution and bound."""
+        """Run HiGHS (MILP or LP) and read back the best solution and bound.
+
+        HiGHS 1.16's MIP presolve was seen to misreport a MIP start: it claimed a lower objective
+        (and a matching dual bound, so "optimal") than the columns it returned are worth. When the
+        objective it reports disagrees with its own columns, the run is repeated without presolve,
+        in the time that is left, and that answer is used.
+        """
         highspy = _highspy()
-        h = _new_highs()
-        h.passModel(self._highs_lp())
-        if time_limit is not None:
-            h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
-        if self.integral:
-            h.setOptionValue("mip_rel_gap", float(mip_gap))
-        if start is not None:
-            solution = highspy.HighsSolution()
-            solution.col_value = start.tolist()
-            solution.value_valid = True
-            h.setSolution(solution)
-        incumbents: list[tuple[float, float]] = []
-        if self.integral:
-            h.cbMipImprovingSolution.subscribe(lambda e: incumbents.append(
-                (float(e.data_out.running_time), float(e.data_out.objective_function_value))))
-        h.run()
+        h, incumbents = self._run(time_limit, mip_gap, start, presolve=True)
+        if self.integral and start is not None and self._objective_disagrees(h):
+            left = None if time_limit is None else time_limit - h.getRunTime()
+            if left is None or left > 0.05:
+                h, incumbents = self._run(left, mip_gap, start, presolve=False)
         status = h.modelStatusToString(h.getModelStatus()).lower().replace(" ", "_")
         info = h.getInfo()
         seconds = h.getRunTime()
@@ -374,7 +369,7 @@ class CheckmateModel:
         s = np.zeros((self.grid.n, self.grid.n))
         r[self.r_col >= 0] = values[self.r_col[self.r_col >= 0]]
         s[self.s_col >= 0] = values[self.s_col[self.s_col >= 0]]
-        objective = float(info.objective_function_value)
+        objective = self._worth(values)
         if self.integral:
             bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else None
             gap = relative_gap(objective, bound)
@@ -383,6 +378,43 @@ class CheckmateModel:
             bound, gap = (objective if optimal else None), None
         return ModelSolution(status, objective, bound, gap, r, s, seconds, tuple(incumbents))
 
+
+    def _run(self, time_limit: float | None, mip_gap: float, start: np.ndarray | None, presolve: bool):
+        """One HiGHS run; returns the solved instance and the improving objectives it reported."""
+        highspy = _highspy()
+        h = _new_highs()
+        h.passModel(self._highs_lp())
+        if time_limit is not None:
+            h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
+        if not presolve:
+            h.setOptionValue("presolve", "off")
+        if self.integral:
+            h.setOptionValue("mip_rel_gap", float(mip_gap))
+        if start is not None:
+            solution = highspy.HighsSolution()
+            solution.col_value = start.tolist()
+            solution.value_valid = True
+            h.setSolution(solution)
+        incumbents: list[tuple[float, float]] = []
+        if self.integral:
+            h.cbMipImprovingSolution.subscribe(lambda e: incumbents.append(
+                (float(e.data_out.running_time), float(e.data_out.objective_function_value))))
+        h.run()
+        return h, incumbents
+
+    def _worth(self, values: np.ndarray) -> float:
+        """The objective of a column vector: the cost of every computation it makes."""
+        r_t, r_i = self._r_cols
+        return float(values[self.r_col[r_t, r_i]] @ self.grid.cost[r_i])
+
+    def _objective_disagrees(self, h) -> bool:
+        """Whether the objective HiGHS reports is not what its returned columns cost."""
+        highspy = _highspy()
+        if h.getInfo().primal_solution_status != highspy.SolutionStatus.kSolutionStatusFeasible:
+            return False
+        worth = self._worth(np.asarray(h.getSolution().col_value))
+        reported = float(h.getInfo().objective_function_value)
+        return abs(worth - reported) > 1e-6 * max(1.0, abs(worth))
 
 def relative_gap(objective: float, bound: float | None) -> float | None:
     """``(objective - bound) / objective``, 0 within 1e-9 relative, None without a bound."""
