@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from remat_core import ComputeGraph, RematError, Schedule, get_solver, list_solvers
-from remat_core.compare import LP_SOLVER, sweep_budgets
+from remat_core import ComputeGraph, RematError, Schedule, get_solver
+from remat_core.compare import sweep_budgets
 from remat_core.pareto import ParetoCurve
 from remat_core.simulate import checkpoint_all_cost
 from remat_core.timeline import simulation_of
@@ -209,14 +209,13 @@ def sweep_status(graph: ComputeGraph, solver: str, options: tuple, time_limit: f
     return SweepStatus(curve, done, len(jobs))
 
 
-def best_possible(graph: ComputeGraph, time_limit: float | None) -> list[tuple[int, float]] | None:
+def best_possible(graph: ComputeGraph, time_limit: float | None) -> list[tuple[int, float]]:
     """Checkmate's LP lower bound on the overhead at each sweep budget: ``[(budget, overhead), ...]``.
 
-    None when no ``checkmate-lp`` solver is registered; the budgets whose LP is still running, or
-    has no bound, are left out. Computed in the sweep worker, one LP per budget.
+    The budgets whose LP is still running, or has no bound (infeasible relaxation, unproven in
+    time, a graph too large for the LP), are left out. Computed in the sweep worker, one LP per
+    budget.
     """
-    if LP_SOLVER not in {s.name for s in list_solvers()}:
-        return None
     runner = sweep_runner()
     source = portable(graph)
     bounds = []

@@ -23,6 +23,7 @@ from .decompose import KINDS, PATH_METHODS, TREE_HEURISTICS, decompose, separato
 from .errors import BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
 from .graph import ComputeGraph
 from .io import load_graph, load_schedule, save_schedule
+from .pareto import reported_gap
 from .simulate import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound, simulate
 from .solvers import DEFAULT_SOLVER, list_solvers, solve
 from .tensor_check import GRADIENT_TOLERANCE, check_on_tensors
@@ -206,7 +207,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto: Sequence[bool] | None = None) -> str:
-    headers = ["solver", "budget", "feasible", "peak", "overhead", "recomputed", "seconds", "LP bound"]
+    headers = ["solver", "budget", "feasible", "peak", "overhead", "recomputed", "seconds", "gap", "LP bound"]
     if pareto is not None:
         headers.append("pareto")
     lines = []
@@ -218,6 +219,8 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
             needs = f"no (>= {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no"
             cells = [r.solver, budget, needs, "-", "-", "-"]
         cells.append(f"{r.seconds:.3f}")
+        gap = reported_gap(r.solver_info) if r.feasible else None
+        cells.append(f"{gap:.2%}" if gap is not None else "-")
         bound = r.lower_bound
         cells.append(f"{bound.overhead:+.1%}" if bound.overhead is not None else bound.status)
         if pareto is not None:
@@ -227,8 +230,10 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(cells, widths)) for cells in lines]
     out.append(f"graph {graph.name}: checkpoint-all peak {format_bytes(checkpoint_all_peak(graph))}, lower bound "
-               f"{format_bytes(memory_lower_bound(graph))}; overhead = cost over checkpoint-all; LP bound = "
-               f"Checkmate's LP lower bound on the overhead (n/a: checkmate-lp not installed)")
+               f"{format_bytes(memory_lower_bound(graph))}; overhead = cost over checkpoint-all; gap = the optimality "
+               f"gap the solver proved (MIP or CP-SAT gap; 0.00%: optimal in its formulation); LP bound = "
+               f"Checkmate's LP lower bound on the overhead, for schedules in the graph's topological order "
+               f"(else why there is none: infeasible, unproven in the time limit, refused: too large, skipped)")
     return "\n".join(out)
 
 

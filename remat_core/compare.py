@@ -3,14 +3,13 @@
 :func:`compare` solves a graph with several solvers at several budgets and returns one
 :class:`ComparisonRow` per (solver, budget): feasible or not, measured peak and cost, the cost
 overhead over checkpoint-all, how many nodes were recomputed, the solve time, and Checkmate's LP
-lower bound on the cost at that budget when the ``checkmate-lp`` solver is installed (``n/a``
-otherwise). :func:`sweep_budgets` and :func:`pareto_optimal` give the budget grid and the Pareto
-front of a sweep.
+lower bound on the cost at that budget (:func:`remat_core.solvers.checkmate_lp.lp_lower_bound`).
+:func:`sweep_budgets` and :func:`pareto_optimal` give the budget grid and the Pareto front of a
+sweep.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,15 +18,12 @@ from typing import Any, Sequence
 from .errors import BudgetError, InfeasibleBudget, SolverOptionError
 from .graph import ComputeGraph
 from .simulate import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
-from .solvers import get_solver, solve, solver_names
+from .solvers import checkmate_lp, get_solver, solve, solver_names
 
-LP_SOLVER = "checkmate-lp"
-"""The solver whose module provides ``lp_lower_bound(graph, budget, time_limit)``."""
-
-LP_AVAILABLE, LP_NOT_INSTALLED, LP_INFEASIBLE, LP_UNPROVEN, LP_REFUSED = (
-    "ok", "n/a", "infeasible", "unproven", "refused")
-"""``lp_status`` values: a bound; no LP solver registered; the relaxation is infeasible; not solved
-to optimality in time; the LP refused the graph (too large)."""
+LP_AVAILABLE, LP_SKIPPED, LP_INFEASIBLE, LP_UNPROVEN, LP_REFUSED = (
+    "ok", "skipped", "infeasible", "unproven", "refused")
+"""``LowerBound.status`` values: a bound; not asked for (``compare(..., lower_bound=False)``); the
+relaxation is infeasible; not solved to optimality in time; the LP refused the graph (too large)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +108,8 @@ def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] 
     time_limit : float, optional
         Seconds per solve (and per LP bound) for the solvers that search.
     lower_bound : bool
-        Compute Checkmate's LP bound at each budget when ``checkmate-lp`` is registered.
+        Compute Checkmate's LP bound at each budget (one LP per budget; status "skipped" when
+        false).
 
     Returns
     -------
@@ -134,7 +131,7 @@ def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] 
     peak = checkpoint_all_peak(graph)
     rows = []
     for budget in budgets:
-        bound = lp_lower_bound(graph, budget, time_limit) if lower_bound else LowerBound(LP_NOT_INSTALLED)
+        bound = lp_lower_bound(graph, budget, time_limit) if lower_bound else LowerBound(LP_SKIPPED)
         for name in names:
             rows.append(_row(graph, name, budget, peak, bound, time_limit))
     return rows
@@ -161,18 +158,16 @@ def _row(graph: ComputeGraph, solver: str, budget: int, peak: int, bound: LowerB
 
 
 def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = None) -> LowerBound:
-    """Checkmate's LP bound on the cost at ``budget``, if the ``checkmate-lp`` solver is registered.
+    """Checkmate's LP bound on the cost at ``budget``, with its status.
 
     The bound covers the schedules Checkmate's formulation can express (frontier-advancing, in the
-    graph's topological order); see ``remat_core.solvers.checkmate_lp``.
+    graph's topological order); see :func:`remat_core.solvers.checkmate_lp.lp_lower_bound`. Graphs
+    larger than that LP takes get status "refused", with the reason in ``detail``.
     """
-    if LP_SOLVER not in solver_names():
-        return LowerBound(LP_NOT_INSTALLED)
     if budget < memory_lower_bound(graph):
         return LowerBound(LP_INFEASIBLE, detail="below the graph's memory lower bound")
-    module = importlib.import_module(get_solver(LP_SOLVER).function.__module__)
     try:
-        value = module.lp_lower_bound(graph, budget, time_limit=time_limit)
+        value = checkmate_lp.lp_lower_bound(graph, budget, time_limit=time_limit)
     except SolverOptionError as e:
         return LowerBound(LP_REFUSED, detail=str(e))
     if value is None:

@@ -24,7 +24,7 @@ from explorer.models import default_model
 from explorer.widgets import budget_scale, plain
 from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound
 from remat_core.budget import format_bytes
-from remat_core.compare import LP_SOLVER, sweep_budgets
+from remat_core.compare import sweep_budgets
 from remat_core.generators import random_dag, training_chain
 from remat_core.trace import trace_zoo_model
 from remat_core.views import MAX_DRAWN_NODES
@@ -395,19 +395,39 @@ def test_a_pt2_export_is_traced_not_executed_as_code():
     assert outcome.error is None and outcome.check.gradients_match
 
 
-@pytest.mark.skipif(LP_SOLVER in {s.name for s in list_solvers()}, reason="checkmate-lp is registered")
-def test_no_best_possible_line_without_an_lp_solver():
-    assert best_possible(training_chain(4, mem=10), None) is None
-
-
-@pytest.mark.skipif(LP_SOLVER not in {s.name for s in list_solvers()}, reason="checkmate-lp is not registered")
 def test_best_possible_line_bounds_the_solvers_from_below():
     graph = training_chain(6, mem=10)
     assert isinstance(best_possible(graph, 10.0), list)  # the LPs run in the sweep worker, queued
+    bounds = {}
     for budget in sweep_budgets(graph, 6):
-        overhead = lp_bound_job(portable(graph), budget, 10.0)  # the worker's job, run here
-        assert overhead is not None
+        bounds[budget] = overhead = lp_bound_job(portable(graph), budget, 10.0)  # the worker's job, run here
+        assert overhead is not None and overhead >= -1e-9
         for solver in ("checkpoint-all", "dtr", "checkmate-lp"):
             outcome = solve_outcome(graph, solver, budget, (), 10.0)
             if outcome.schedule is not None:
                 assert overhead <= outcome.schedule.stats["overhead"] + 1e-9
+    ordered = [bounds[b] for b in sorted(bounds)]
+    assert ordered == sorted(ordered, reverse=True)  # more memory never raises the bound
+    assert ordered[-1] == pytest.approx(0.0, abs=1e-9) and ordered[0] > 0  # checkpoint-all fits at the peak only
+
+
+def test_the_comparison_table_has_a_mip_gap_column_when_a_solver_reports_one():
+    at = app()
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = state.default_budget(graph)
+    at.session_state[state.TIME_LIMIT] = 5.0
+    at.switch_page("pages/schedule.py").run()
+    at.multiselect(key="w_compare").set_value(["checkmate-milp"]).run()
+    budget = at.session_state[state.BUDGET]
+    for solver in (at.session_state[state.SOLVER], "checkmate-milp"):
+        solve_outcome(graph, solver, budget, (), 5.0)  # wait for both exact results
+    at.run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    gaps = dict(zip(table["solver"], table["MIP gap"]))
+    assert gaps == {at.session_state[state.SOLVER]: "—", "checkmate-milp": "0% (optimal)"}
+    at.multiselect(key="w_compare").set_value(["lru"]).run()
+    solve_outcome(graph, "lru", budget, (), 5.0)
+    at.run()
+    assert "MIP gap" not in at.dataframe[0].value.columns

@@ -1,7 +1,6 @@
 """compare(), sweep_budgets(), pareto_optimal() and the compare/sweep commands (through a subprocess)."""
 
 import json
-import math
 import subprocess
 import sys
 
@@ -10,9 +9,9 @@ import pytest
 from remat_core import (BudgetError, UnknownSolver, checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound,
                         save_graph, solve)
 from remat_core import compare as comparison
-from remat_core.compare import LP_NOT_INSTALLED, LP_SOLVER, compare, pareto_optimal, sweep_budgets
+from remat_core.compare import (LP_AVAILABLE, LP_INFEASIBLE, LP_REFUSED, LP_SKIPPED, compare, pareto_optimal,
+                                sweep_budgets)
 from remat_core.generators import training_chain
-from remat_core.solvers import REGISTRY, register, solver_names
 
 
 @pytest.fixture
@@ -36,44 +35,28 @@ def test_rows_per_solver_and_budget(chain):
     assert rotor.solver_info["stages"] == 9
 
 
-def test_lp_column_says_not_available_without_checkmate_lp(chain):
-    if LP_SOLVER in solver_names():
-        pytest.skip("checkmate-lp is registered: the column is wired (see the next test)")
-    rows = compare(chain, [checkpoint_all_peak(chain)], ["checkpoint-all"])
-    assert rows[0].lower_bound.status == LP_NOT_INSTALLED and rows[0].lower_bound.value is None
+def test_lp_column_is_checkmate_lp_bound(chain):
+    peak, low = checkpoint_all_peak(chain), memory_lower_bound(chain)
+    full, tight = (comparison.lp_lower_bound(chain, b, time_limit=20) for b in (peak, low))
+    # at the checkpoint-all peak the LP's optimum is the checkpoint-all cost: no overhead
+    assert full.status == LP_AVAILABLE and full.value == pytest.approx(checkpoint_all_cost(chain))
+    assert full.overhead == pytest.approx(0.0, abs=1e-9)
+    # at the memory lower bound it bounds the exact optimum of this order from below, and is not trivial
+    milp = solve(chain, low, "checkmate-milp", time_limit=20)
+    assert tight.status == LP_AVAILABLE and full.value < tight.value <= milp.stats["cost"] + 1e-6
+    assert tight.overhead == pytest.approx(tight.value / checkpoint_all_cost(chain) - 1)
+    below = comparison.lp_lower_bound(chain, low - 1)
+    assert below.status == LP_INFEASIBLE and below.value is None and "lower bound" in below.detail
+    rows = compare(chain, [low], ["checkpoint-all", "rotor"], time_limit=20)
+    assert [r.lower_bound for r in rows] == [tight, tight]
+    assert all(r.lower_bound.value <= r.cost + 1e-6 for r in rows if r.feasible)
+    assert compare(chain, [peak], ["checkpoint-all"], lower_bound=False)[0].lower_bound.status == LP_SKIPPED
 
 
-def lp_lower_bound_for_tests(graph, budget, time_limit=None):
-    """Stands in for checkmate_lp.lp_lower_bound: the checkpoint-all cost at or above the peak, else inf."""
-    return checkpoint_all_cost(graph) if budget >= checkpoint_all_peak(graph) else math.inf
-
-
-@pytest.fixture
-def lp_stand_in():
-    if LP_SOLVER in solver_names():
-        yield None
-        return
-
-    @register(LP_SOLVER, "stand-in for the test")
-    def stand_in(graph, budget, *, time_limit=None):
-        raise NotImplementedError
-
-    module = sys.modules[__name__]
-    module.lp_lower_bound = lp_lower_bound_for_tests
-    yield module
-    del REGISTRY[LP_SOLVER]
-    del module.lp_lower_bound
-
-
-def test_lp_column_is_wired_when_checkmate_lp_is_registered(chain, lp_stand_in):
-    peak = checkpoint_all_peak(chain)
-    full, low = (comparison.lp_lower_bound(chain, b) for b in (peak, memory_lower_bound(chain)))
-    assert full.status == "ok" and full.value >= checkpoint_all_cost(chain) - 1e-6 and full.overhead >= -1e-9
-    if lp_stand_in is not None:
-        assert full.overhead == 0.0 and low.status == "infeasible" and low.value is None
-    rows = compare(chain, [peak], ["checkpoint-all"])
-    assert rows[0].lower_bound == full
-    assert compare(chain, [peak], ["checkpoint-all"], lower_bound=False)[0].lower_bound.status == LP_NOT_INSTALLED
+def test_lp_column_says_why_a_graph_is_too_large_for_the_lp():
+    big = training_chain(260)  # 521 nodes to compute, over the LP's 500
+    bound = comparison.lp_lower_bound(big, checkpoint_all_peak(big) // 2)
+    assert bound.status == LP_REFUSED and bound.value is None and "moccasin" in bound.detail
 
 
 def test_bad_arguments(chain):
@@ -103,8 +86,7 @@ def test_pareto_front(chain):
 def test_json_rows_are_plain_data(chain):
     rows = compare(chain, [checkpoint_all_peak(chain) // 2], ["rotor", "chen-sqrt"])
     docs = json.loads(json.dumps([r.to_json() for r in rows]))
-    assert docs[0]["solver"] == "rotor" and docs[0]["lower_bound"]["status"] in ("n/a", "ok", "infeasible",
-                                                                                  "unproven", "refused")
+    assert docs[0]["solver"] == "rotor" and docs[0]["lower_bound"]["status"] == LP_AVAILABLE
 
 
 # -- the commands ------------------------------------------------------------------------------------
@@ -129,6 +111,17 @@ def test_compare_command_table(graph_file):
     assert sum(line.startswith("rotor") for line in lines) == 2
     assert any(line.startswith("checkpoint-all") and " no " in line for line in lines)
     assert "checkpoint-all peak" in lines[-1]
+    assert lines[0].split()[-3:] == ["gap", "LP", "bound"]
+
+
+def test_compare_command_shows_the_gap_and_the_lp_bound(graph_file):
+    out = run("compare", graph_file, "--solvers", "checkmate-milp,rotor", "--budgets", "50%", "--time-limit", "10")
+    assert out.returncode == 0, out.stderr
+    header, milp, rotor = out.stdout.splitlines()[:3]
+    gap_at, bound_at = header.index("gap"), header.index("LP bound")
+    assert milp.startswith("checkmate-milp") and milp[gap_at:].split()[0] == "0.00%"  # proved optimal
+    assert rotor[gap_at:].split()[0] == "-"  # a heuristic proves nothing
+    assert milp[bound_at:].split()[0] == rotor[bound_at:].split()[0] != "skipped"
 
 
 def test_compare_command_json(graph_file, chain):
