@@ -12,7 +12,7 @@ training graphs in ``shared/graphs/checkmate/`` of the nearest folder above the 
 one (or ``--checkmate-dir``) when that folder exists (read in place, never copied).
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python bench/exact_solvers.py [--time-limit 60] [--fractions
-0.7,0.5,0.3] [--graphs NAME,...] [--solvers checkmate-milp,moccasin] [--json out.json]``. A full
+0.7,0.5,0.3] [--graphs NAME,...] [--graph-file GRAPH.json] [--solvers checkmate-milp,moccasin] [--json out.json]``. A full
 run on 2 cores takes about an hour at 60 s per solve.
 """
 
@@ -36,13 +36,15 @@ CHECKMATE_GRAPHS = next((folder / "shared" / "graphs" / "checkmate" for folder i
 SOLVERS = ("checkmate-lp", "checkmate-milp", "moccasin")
 
 
-def graphs(selected: set[str] | None, checkmate_dir: Path) -> list[tuple[str, ComputeGraph]]:
-    """``(label, graph)``: the generated graphs, then the Checkmate training graphs if they are there."""
+def graphs(selected: set[str] | None, checkmate_dir: Path, files: list[Path]) -> list[tuple[str, ComputeGraph]]:
+    """``(label, graph)``: the generated graphs, the Checkmate training graphs if they are there, then
+    the graph files given (always run, whatever ``selected`` says)."""
     found = [(g.name, g) for g in benchmark_graphs()]
     if checkmate_dir.is_dir():
         found += [(path.name.split("_MLSys")[0] + "-train", load_graph(path))
                   for path in sorted(checkmate_dir.glob("*_train_nx.json"))]
-    return [(label, g) for label, g in found if selected is None or label in selected]
+    chosen = [(label, g) for label, g in found if selected is None or label in selected]
+    return chosen + [(path.stem, load_graph(path)) for path in files]
 
 
 def run_one(graph: ComputeGraph, budget: int, solver: str, time_limit: float) -> dict:
@@ -91,6 +93,8 @@ def main() -> None:
     parser.add_argument("--solvers", default=",".join(SOLVERS),
                         help="comma-separated subset of " + ", ".join(SOLVERS))
     parser.add_argument("--json", default=None, help="also write every result to this file")
+    parser.add_argument("--graph-file", type=Path, action="append", default=[],
+                        help="also run on this graph file (e.g. a traced zoo model; repeatable)")
     parser.add_argument("--checkmate-dir", type=Path, default=CHECKMATE_GRAPHS,
                         help=f"folder of Checkmate node-link graphs (default: {CHECKMATE_GRAPHS})")
     args = parser.parse_args()
@@ -103,7 +107,7 @@ def main() -> None:
     rows = []
     print(f"{'graph':<16} {'nodes':>5} {'budget':>6} {'solver':<15} {'overhead':>9} {'seconds':>8} {'gap':>7} "
           f"{'LP bound ovh':>12}  note", flush=True)
-    for label, graph in graphs(selected, args.checkmate_dir):
+    for label, graph in graphs(selected, args.checkmate_dir, args.graph_file):
         base = checkpoint_all_cost(graph)
         for fraction in fractions:
             budget = int(checkpoint_all_peak(graph) * fraction)

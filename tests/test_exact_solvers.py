@@ -24,8 +24,9 @@ from remat_core import (ComputeGraph, InfeasibleBudget, Node, SolverOptionError,
                         checkpoint_all_peak, memory_lower_bound, simulate, solve)
 from remat_core.generators import training_chain
 from remat_core.solvers._checkmate_model import CheckmateModel
-from remat_core.solvers._stage_greedy import greedy_stage_schedule
-from remat_core.solvers._stages import computes_from_matrix, measure, stage_grid, stage_matrices, stage_ops
+from remat_core.solvers._stage_greedy import HEURISTIC_STARTS, best_stage_start, greedy_stage_schedule
+from remat_core.solvers._stages import (_checked_computes, computes_from_matrix, computes_from_ops, measure, stage_grid,
+                                        stage_matrices, stage_ops)
 from remat_core.solvers.checkmate_lp import lp_lower_bound, repair_r
 
 EXACT = ("checkmate-milp", "checkmate-lp", "moccasin")
@@ -239,7 +240,7 @@ def test_milp_reports_gap_bound_and_incumbents():
     assert info["status"] == "optimal" and info["mip_gap"] == 0.0
     assert info["lower_bound"] == pytest.approx(schedule.stats["cost"])
     assert info["incumbents"] and info["incumbents"][-1][1] == pytest.approx(schedule.stats["cost"])
-    assert info["warm_start"] in ("greedy", "lp-rounding", None)
+    assert info["warm_start"] in ("greedy", "lp-rounding", None, *HEURISTIC_STARTS)
     assert info["integer_variables"] < info["variables"]  # only R is integral
 
 
@@ -307,3 +308,54 @@ def test_solving_prints_nothing_on_stdout():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout == ""
+
+
+# -- warm starts from the heuristic solvers -----------------------------------------------------------
+
+@given(compute_graphs(max_nodes=10), st.integers(0, 2 ** 32 - 1))
+def test_stage_ops_convert_back_to_their_computes(graph, seed):
+    grid, computes = random_stage_computes(graph, np.random.default_rng(seed))
+    ops, _ = stage_ops(grid, computes, rule="test", because="")
+    assert computes_from_ops(grid, ops) == _checked_computes(grid, computes)
+
+
+@settings(max_examples=40)
+@given(compute_graphs(max_nodes=10), st.floats(0.0, 1.0))
+def test_eviction_schedules_are_in_stage_form_and_no_dearer_there(graph, fraction):
+    """DTR runs in the grid's topological order, so its schedule converts, at no more cost."""
+    budget = budget_between(graph, fraction)
+    grid = stage_grid(graph)
+    try:
+        schedule = solve(graph, budget, "dtr")
+    except InfeasibleBudget:
+        return
+    computes = computes_from_ops(grid, schedule.ops)
+    assert computes is not None
+    assert measure(grid, computes)[1] <= schedule.stats["cost"] + TOL
+
+
+@settings(max_examples=40)
+@given(compute_graphs(max_nodes=10), st.floats(0.0, 1.0), st.sampled_from([None, 1, 2]))
+def test_the_best_start_fits_and_respects_the_cap(graph, fraction, cap):
+    budget = budget_between(graph, fraction)
+    grid = stage_grid(graph)
+    start = best_stage_start(grid, budget, max_computes=cap)
+    if start is None:
+        return
+    computes, source, cost = start
+    assert source in ("greedy", *HEURISTIC_STARTS)
+    peak, measured = measure(grid, computes)
+    assert measured == pytest.approx(cost) and peak <= budget
+    if cap is not None:
+        positions = [p for _, p in computes]
+        assert max(positions.count(p) for p in positions) <= cap
+
+
+def test_moccasin_is_never_dearer_than_its_hint():
+    """With almost no time CP-SAT may return nothing better: the hint is returned, never anything worse."""
+    graph = training_chain(40)
+    budget = budget_between(graph, 0.3)
+    schedule = solve(graph, budget, "moccasin", time_limit=0.05)
+    info = schedule.solver_info
+    assert info["hint"] in ("greedy", *HEURISTIC_STARTS)
+    assert schedule.stats["cost"] <= info["hint_cost"] + TOL and schedule.stats["peak"] <= budget

@@ -1,5 +1,9 @@
-"""A quick frontier-advancing schedule under a budget: the warm start for the exact solvers.
+"""Quick frontier-advancing schedules under a budget: the warm starts of the exact solvers.
 
+:func:`best_stage_start` is what the exact solvers start from: the cheapest of this module's greedy
+and of the heuristic solvers' schedules that are in stage form (:data:`HEURISTIC_STARTS`).
+
+The greedy (:func:`greedy_stage_schedule`):
 Walk the stages of the fixed order. In stage ``t``, recompute the missing ancestors of ``v_t``
 (in the order, each once) and then ``v_t``; before each compute, while the new tensor would not
 fit, evict the resident tensor that is cheapest to recompute per byte among those this stage no
@@ -13,7 +17,54 @@ from __future__ import annotations
 
 import math
 
-from ._stages import StageCompute, StageGrid, measure
+from ..errors import InfeasibleBudget, RematError
+from ._stages import StageCompute, StageGrid, computes_from_ops, measure
+
+HEURISTIC_STARTS = ("dtr", "dtr-eq", "greedy-size", "largest-first", "lru", "chen-greedy", "chen-sqrt", "rotor",
+                    "griewank", "treewidth", "pathwidth", "pathwidth-linear")
+"""The heuristic solvers whose schedules :func:`best_stage_start` tries (each runs in well under a
+second on graphs the exact solvers take). The eviction solvers run in the grid's topological order,
+so their schedules are in stage form; the others are when their first computations happen to be."""
+
+
+def best_stage_start(grid: StageGrid, budget: int, max_computes: int | None = None,
+                     heuristics: bool = True) -> tuple[list[StageCompute], str, float] | None:
+    """The cheapest stage-form schedule that fits ``budget``: ``(computes, source, cost)``, or None.
+
+    Tries :func:`greedy_stage_schedule` and, with ``heuristics``, every solver of
+    :data:`HEURISTIC_STARTS` whose schedule converts (:func:`~._stages.computes_from_ops`), fits after
+    the conversion, and computes no node more than ``max_computes`` times. ``source`` names the
+    winner ("greedy" or the solver's name).
+    """
+    from .api import solve  # the registry's front door: imported here, the solvers import this module
+
+    candidates: list[tuple[list[StageCompute], str]] = []
+    greedy = greedy_stage_schedule(grid, budget, max_computes=max_computes)
+    if greedy is not None:
+        candidates.append((greedy, "greedy"))
+    for name in HEURISTIC_STARTS if heuristics else ():
+        try:
+            schedule = solve(grid.graph, budget, name)
+        except (InfeasibleBudget, RematError):
+            continue
+        computes = computes_from_ops(grid, schedule.ops)
+        if computes is not None:
+            candidates.append((computes, name))
+    best = None
+    for computes, source in candidates:
+        if max_computes is not None and max(_computes_per_node(computes).values()) > max_computes:
+            continue
+        peak, cost = measure(grid, computes)
+        if peak <= budget and (best is None or cost < best[2]):
+            best = (computes, source, cost)
+    return best
+
+
+def _computes_per_node(computes: list[StageCompute]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for _, p in computes:
+        counts[p] = counts.get(p, 0) + 1
+    return counts
 
 
 def greedy_stage_schedule(grid: StageGrid, budget: int, refinements: int = 6,

@@ -113,6 +113,35 @@ def computes_from_matrix(r: np.ndarray) -> list[StageCompute]:
     return sorted(zip(stages.tolist(), positions.tolist()))
 
 
+def computes_from_ops(grid: StageGrid, ops: Iterable[Op]) -> list[StageCompute] | None:
+    """The stage computes of a schedule from any solver, or None when it is not frontier-advancing.
+
+    A schedule is in stage form when its first computations follow the grid's order: each
+    recomputation then belongs to the stage of the next first computation. A node recomputed twice
+    in one stage is kept instead (one compute), recomputations after the last first computation
+    serve no one and are dropped, and nodes no output needs are skipped. The frees are not read:
+    the conversion frees each tensor after its last reader, so the result's peak can differ from the
+    schedule's; :func:`measure` says what it is.
+    """
+    position = {grid.graph.ids[node]: p for p, node in enumerate(grid.order)}
+    frontier = 0
+    seen = [False] * grid.n
+    computes: set[StageCompute] = set()
+    for action, node in ops:
+        p = position.get(node)
+        if action != COMPUTE or p is None or frontier == grid.n:
+            continue
+        if p == frontier:
+            computes.add((p, p))
+            seen[p] = True
+            frontier += 1
+        elif seen[p]:
+            computes.add((frontier, p))
+        else:
+            return None
+    return sorted(computes) if frontier == grid.n else None
+
+
 @dataclass(frozen=True)
 class _Instances:
     """Who reads each computation (instance) of a stage-compute sequence."""

@@ -23,7 +23,7 @@ from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, check_model_size, relative_gap
-from ._stage_greedy import greedy_stage_schedule
+from ._stage_greedy import best_stage_start
 from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_if_it_fits, computes_from_matrix,
                       measure, stage_grid, stage_schedule)
 from .base import Option, register
@@ -43,13 +43,15 @@ def _warm_start(grid: StageGrid, budget: int, how: str, time_limit: float) -> tu
     """A schedule in the MILP's form that fits the budget, to start HiGHS from (None: none found).
 
     ``greedy``: :func:`~remat_core.solvers._stage_greedy.greedy_stage_schedule`; ``lp-rounding``:
-    Checkmate's rounded LP; ``auto``: the greedy, then the rounded LP if the greedy fails.
+    Checkmate's rounded LP; ``auto``: the cheapest of the greedy and the heuristic solvers'
+    schedules in stage form (:func:`~remat_core.solvers._stage_greedy.best_stage_start`), then the
+    rounded LP if none fits.
     """
     if how in ("auto", "greedy"):
-        computes = greedy_stage_schedule(grid, budget)
-        if computes is not None:
-            _, cost = measure(grid, computes)
-            return computes, {"warm_start": "greedy", "warm_start_cost": cost}
+        start = best_stage_start(grid, budget, heuristics=how == "auto")
+        if start is not None:
+            computes, source, cost = start
+            return computes, {"warm_start": source, "warm_start_cost": cost}
         if how == "greedy":
             return None, {"warm_start": None}
     if how in ("auto", "lp-rounding"):
@@ -68,8 +70,9 @@ def _warm_start(grid: StageGrid, budget: int, how: str, time_limit: float) -> tu
           options=(Option("mip_gap", float, 0.0, "stop once the relative MIP gap is at most this", low=0.0,
                           high=1.0),
                    Option("warm_start", str, "auto", "MIP start: 'greedy' (a quick frontier-advancing schedule), "
-                                                     "'lp-rounding' (Checkmate's rounded LP), 'auto' (greedy, else "
-                                                     "LP rounding) or 'none'", choices=WARM_STARTS),
+                                                     "'lp-rounding' (Checkmate's rounded LP), 'auto' (the best of "
+                                                     "the greedy and the heuristic solvers, else LP rounding) or "
+                                                     "'none'", choices=WARM_STARTS),
                    Option("warm_start_share", float, 0.25, "share of the time limit the warm start may use",
                           low=0.01, high=0.9),
                    Option("max_nodes", int, DEFAULT_MAX_NODES, "refuse graphs with more nodes to compute", low=1,
@@ -96,7 +99,9 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
         a lower bound) and is returned at once with gap 0. Otherwise ``greedy`` starts HiGHS from
         :func:`~remat_core.solvers._stage_greedy.greedy_stage_schedule`, ``lp-rounding`` from
         Checkmate's rounded LP (:func:`~remat_core.solvers.checkmate_lp.round_lp`), and ``auto``
-        from the greedy, or the rounded LP when the greedy finds nothing.
+        from the cheapest of the greedy and the heuristic solvers' schedules that are in the
+        MILP's form (:func:`~remat_core.solvers._stage_greedy.best_stage_start`: DTR's usually),
+        or the rounded LP when none fits.
     warm_start_share : float
         Share of the time limit the warm start may use.
     max_nodes : int

@@ -46,7 +46,7 @@ from ..schedule import Schedule
 from ..simulate import checkpoint_all_peak
 from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, checkpoint_all_if_it_fits,
                       instance_spans, measure, stage_grid, stage_schedule)
-from ._stage_greedy import greedy_stage_schedule
+from ._stage_greedy import best_stage_start
 from .base import Option, register
 
 _COST_RESOLUTION = 10 ** 6
@@ -234,7 +234,8 @@ class _IntervalModel:
                           high=64),
                    Option("workers", int, 2, "CP-SAT search workers", low=1, high=64),
                    Option("seed", int, 0, "CP-SAT random seed", low=0, high=2 ** 31 - 1),
-                   Option("hint", bool, True, "start from a quick greedy schedule when one fits (else Moccasin's "
+                   Option("hint", bool, True, "start from the best quick schedule (greedy or heuristic) with at "
+                                              "most `intervals` computes per node when one fits (else Moccasin's "
                                               "phase 1 first)")),
           reference="Bartan, Li, Teague, Lott, Dilkina, Moccasin: Efficient Tensor Rematerialization for Neural "
                     "Networks, ICML 2023")
@@ -254,8 +255,10 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     workers, seed : int
         CP-SAT's parallel workers and random seed.
     hint : bool
-        Hint :func:`~remat_core.solvers._stage_greedy.greedy_stage_schedule` with at most ``C``
-        computations per node when it fits. When it does not (or ``hint`` is false), Moccasin's
+        Hint the cheapest schedule of :func:`~remat_core.solvers._stage_greedy.best_stage_start`
+        (the greedy or a heuristic solver's) with at most ``C`` computations per node that fits;
+        CP-SAT's schedule is returned only when it is cheaper, so moccasin is never worse than its
+        hint. When none fits (or ``hint`` is false), Moccasin's
         phase 1 runs first: no budget, minimise ``max(peak, budget)`` from checkpoint-all, and the
         first schedule that fits becomes the hint of the real search.
 
@@ -293,16 +296,17 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     if trivial is not None:
         return trivial
     model = _IntervalModel(grid, grid.free_budget(budget), intervals)
-    fitting = greedy_stage_schedule(grid, budget, max_computes=intervals) if hint else None
+    start = best_stage_start(grid, budget, max_computes=intervals) if hint else None
     constant = float(grid.cost.sum())
     info: dict[str, Any] = {**base, "variables": model.variable_count(), "cost_scale": model.costs.scale,
-                            "objective_rounded": model.costs.rounded, "hint": "greedy" if fitting else None}
-    if fitting is None:
+                            "objective_rounded": model.costs.rounded, "hint": start[1] if start else None}
+    if start is None:
         info["phase1_seconds"] = _phase1(model, graph, budget, limit - (time.perf_counter() - started), workers,
                                          seed, intervals, limit)
         info["hint"] = "phase 1"
     else:
-        model.hint(fitting)
+        info["hint_cost"] = start[2]
+        model.hint(start[0])
     model.minimize_cost()
     offset = time.perf_counter() - started
     solver = _solver(model, limit - offset, workers, seed)
@@ -310,17 +314,33 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     status = solver.solve(model.model, incumbents)
     info.update(status=solver.status_name(status).lower(), cp_seconds=round(solver.wall_time, 4),
                 incumbents=incumbents.found)
-    if status not in (model.cp.OPTIMAL, model.cp.FEASIBLE):
+    solved = status in (model.cp.OPTIMAL, model.cp.FEASIBLE)
+    if not solved and start is None:
         detail = (f"CP-SAT proved that no schedule with at most {intervals} computations per node fits; "
                   f"try more intervals" if status == model.cp.INFEASIBLE else
                   f"CP-SAT found no schedule within {limit:g} s (status {info['status']}); raise the time limit")
         raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "moccasin", detail)
-    computes = model.computes(solver)
-    objective = constant + solver.objective_value / model.costs.scale
-    lower = constant + solver.best_objective_bound / model.costs.scale
-    gap = 0.0 if status == model.cp.OPTIMAL else max(objective - lower, 0.0) / max(objective, 1e-300)
-    info.update(objective=objective, lower_bound=lower, gap=gap, exact=status == model.cp.OPTIMAL)
+    lower = constant + solver.best_objective_bound / model.costs.scale if solved else None
+    if solved:
+        computes = model.computes(solver)
+        objective = measure(grid, computes)[1]
+        if start is None or objective <= start[2]:
+            info.update(objective=objective, lower_bound=lower, gap=_gap(objective, lower, status == model.cp.OPTIMAL),
+                        exact=status == model.cp.OPTIMAL)
+            return stage_schedule(grid, computes, rule=_RULE, because=_BECAUSE, solver_info=info)
+    computes, objective = start[0], start[2]
+    info.update(objective=objective, lower_bound=lower, gap=_gap(objective, lower, False), exact=False,
+                kept_hint=f"CP-SAT found nothing cheaper than its hint ({start[1]}) within {limit:g} s")
     return stage_schedule(grid, computes, rule=_RULE, because=_BECAUSE, solver_info=info)
+
+
+def _gap(objective: float, lower: float | None, optimal: bool) -> float | None:
+    """Relative gap of ``objective`` over CP-SAT's bound (0 when proved optimal, None without a bound)."""
+    if optimal:
+        return 0.0
+    if lower is None:
+        return None
+    return max(objective - lower, 0.0) / max(objective, 1e-300)
 
 
 def _solver(model: _IntervalModel, seconds: float, workers: int, seed: int):
