@@ -254,6 +254,18 @@ def test_moccasin_reports_incumbents_and_gap():
     assert seconds == sorted(seconds) and info["incumbents"][-1][1] == pytest.approx(schedule.stats["cost"])
 
 
+def test_moccasin_incumbents_are_true_costs_when_costs_are_rounded():
+    """Costs with many decimals are rounded for CP-SAT; the incumbents still report the real costs."""
+    from remat_core.generators import layered_training_chain
+    graph = layered_training_chain([3, 5, 2, 7, 4, 6], [math.pi * k for k in range(1, 7)],
+                                   [math.e * k for k in range(1, 7)], input_mem=1, loss_mem=1,
+                                   loss_cost=math.sqrt(2))
+    schedule = solve(graph, budget_between(graph, 0.3), "moccasin", time_limit=20, intervals=len(graph))
+    info = schedule.solver_info
+    assert info["objective_rounded"]
+    assert info["incumbents"][-1][1] == pytest.approx(schedule.stats["cost"], rel=1e-12)
+
+
 def test_moccasin_phase1_proves_the_smallest_peak_with_one_interval():
     """With one interval per node nothing can be recomputed: phase 1 proves checkpoint-all's peak is the least."""
     graph = training_chain(5)

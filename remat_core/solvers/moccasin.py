@@ -109,6 +109,9 @@ class _IntervalModel:
         self.model.add_cumulative(intervals_made, demands, self.footprint)
         self._optional = [(self.present[p][c], int(self.costs.values[p])) for p in range(grid.n)
                           for c in range(1, len(self.present[p]))]
+        # each optional interval's presence with the true (unrounded) cost of that recomputation
+        self.recomputations = [(self.present[p][c], float(grid.cost[p])) for p in range(grid.n)
+                               for c in range(1, len(self.present[p]))]
 
     def _add_intervals(self, intervals: int) -> tuple[list[Any], list[int]]:
         """Up to ``intervals`` ordered retention intervals per node; returns them and their demands."""
@@ -310,7 +313,7 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     model.minimize_cost()
     offset = time.perf_counter() - started
     solver = _solver(model, limit - offset, workers, seed)
-    incumbents = _incumbent_recorder(model.cp, offset, constant, model.costs.scale)
+    incumbents = _incumbent_recorder(model.cp, offset, constant, model.recomputations)
     status = solver.solve(model.model, incumbents)
     info.update(status=solver.status_name(status).lower(), cp_seconds=round(solver.wall_time, 4),
                 incumbents=incumbents.found)
@@ -384,11 +387,13 @@ def _phase1(model: _IntervalModel, graph: ComputeGraph, budget: int, seconds: fl
     raise InfeasibleBudget(budget, smallest, "moccasin", detail)
 
 
-def _incumbent_recorder(cp_model, offset: float, constant: float, scale: float):
-    """A CP-SAT solution callback that records ``[seconds since the call, objective]`` per solution.
+def _incumbent_recorder(cp_model, offset: float, constant: float, recomputations: list[tuple[Any, float]]):
+    """A CP-SAT solution callback that records ``[seconds since the call, cost]`` per solution.
 
     ``offset`` is the time spent before this solve (greedy, model, phase 1); CP-SAT's own clock
-    starts at zero. The class is built here because ortools is imported only when moccasin runs.
+    starts at zero. The cost is ``constant`` (every node once) plus the true cost of each present
+    recomputation, not CP-SAT's objective, whose costs may be rounded to integers. The class is
+    built here because ortools is imported only when moccasin runs.
     """
     class Incumbents(cp_model.CpSolverSolutionCallback):
         def __init__(self) -> None:
@@ -396,6 +401,7 @@ def _incumbent_recorder(cp_model, offset: float, constant: float, scale: float):
             self.found: list[list[float]] = []
 
         def on_solution_callback(self) -> None:
-            self.found.append([round(offset + self.wall_time, 4), constant + self.objective_value / scale])
+            cost = constant + sum(c for present, c in recomputations if self.boolean_value(present))
+            self.found.append([round(offset + self.wall_time, 4), cost])
 
     return Incumbents()
