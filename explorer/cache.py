@@ -124,14 +124,14 @@ def solve_runner() -> BackgroundRunner:
 
 @st.cache_resource
 def sweep_runner() -> BackgroundRunner:
-    """The Pareto sweeps of the heuristic solvers and the LP bounds (their own worker, beside the solves)."""
+    """The Pareto sweeps of the heuristic solvers (their own worker, beside the solves)."""
     return BackgroundRunner("sweep")
 
 
 @st.cache_resource
 def exact_sweep_runner() -> BackgroundRunner:
-    """The Pareto sweeps of the exact solvers (seconds per point: a worker of their own, so that a
-    MILP sweep never holds up the heuristics' curves)."""
+    """The Pareto sweeps of the exact solvers and the LP bounds (seconds to minutes per point: a worker
+    of their own, so that a MILP sweep or an LP never holds up the heuristics' curves)."""
     return BackgroundRunner("exact-sweep")
 
 
@@ -213,10 +213,10 @@ def best_possible(graph: ComputeGraph, time_limit: float | None) -> list[tuple[i
     """Checkmate's LP lower bound on the overhead at each sweep budget: ``[(budget, overhead), ...]``.
 
     The budgets whose LP is still running, or has no bound (infeasible relaxation, unproven in
-    time, a graph too large for the LP), are left out. Computed in the sweep worker, one LP per
-    budget.
+    time, a graph too large for the LP), are left out. Computed in the exact-sweep worker, one LP
+    per budget (an LP over a 200-node graph takes over a minute on two cores).
     """
-    runner = sweep_runner()
+    runner = exact_sweep_runner()
     source = portable(graph)
     bounds = []
     for budget in sweep_budgets(graph, EXACT_SWEEP_POINTS):
