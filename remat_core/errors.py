@@ -136,3 +136,8 @@ class TraceError(RematError):
         if hint:
             message += f"\nhint: {hint}"
         super().__init__(message)
+
+
+class OnnxImportError(TraceError, GraphError):
+    """An ONNX model that cannot be imported, worded like every tracing failure (the model, the
+    failing op when known, a hint). Also a :class:`GraphError`: ``load_graph`` reads ``.onnx`` files."""
