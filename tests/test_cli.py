@@ -115,6 +115,21 @@ def test_bad_input_exit_2(graph_file, tmp_path, args, message):
     assert message in out.stderr and "Traceback" not in out.stderr
 
 
+def test_an_unexpected_exception_is_an_internal_error_exit_4(graph_file, monkeypatch, capsys):
+    from remat_core import cli
+
+    def buggy(args):
+        raise KeyError("a bug")
+
+    _, path = graph_file
+    monkeypatch.setitem(cli.COMMANDS, "info", (cli.add_info_parser, buggy))
+    assert cli.main(["info", str(path)]) == cli.EXIT_INTERNAL_ERROR == 4
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: KeyError: 'a bug'\n") and "please report it" in err and "--debug" in err
+    with pytest.raises(KeyError):
+        cli.main(["--debug", "info", str(path)])
+
+
 def test_debug_shows_traceback(graph_file):
     _, path = graph_file
     out = run("--debug", "solve", path, "--budget", "lots")
