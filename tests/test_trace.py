@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections import Counter
 from pathlib import Path
@@ -360,6 +361,11 @@ class Outer(nn.Module):
         return self.inner(x)
 
 
+class ReturnsNothing(nn.Module):
+    def forward(self, x):
+        return None
+
+
 class Nonzero(nn.Module):
     def __init__(self):
         super().__init__()
@@ -384,8 +390,87 @@ def test_an_op_with_data_dependent_shape_is_named():
     assert "fixed-shape" in info.value.hint
 
 
+class Raises(nn.Module):
+    """A linear layer, then whatever ``fail`` raises: a user's model can raise anything."""
+
+    def __init__(self, fail):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.fail = fail
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.fail(h)
+        return h
+
+
+def _attribute_error(h):
+    h.no_such_method()
+
+
+def _key_error(h):
+    {}["missing"]
+
+
+def _name_error(h):
+    undefined_name  # noqa: F821
+
+
+def _zero_division(h):
+    1 / 0
+
+
+@pytest.mark.parametrize("fail,kind", [(_attribute_error, AttributeError), (_key_error, KeyError),
+                                       (_name_error, NameError), (_zero_division, ZeroDivisionError)])
+def test_whatever_a_model_raises_becomes_a_trace_error_naming_module_and_line(fail, kind):
+    with pytest.raises(TraceError) as info:
+        trace_training_graph(nn.Sequential(Raises(fail)), torch.randn(2, 4))
+    error = info.value
+    assert isinstance(error.__cause__, kind) and error.module == "0"
+    assert error.reason.startswith(kind.__name__) and f"(raised at {__file__}:" in error.reason
+    assert "--debug" in error.hint
+
+
+class Mismatched(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) @ torch.ones(3, 5)
+
+
+def test_a_meta_kernel_error_names_the_op_and_torchs_log_stays_quiet(caplog):
+    def torch_logged():
+        return [r.getMessage() for r in caplog.records if r.name == "torch._subclasses.fake_tensor"]
+
+    with pytest.raises(TraceError) as info:
+        trace_training_graph(Mismatched(), torch.randn(2, 4))
+    assert info.value.op == "aten.mm.default" and "same reduction dim" in info.value.reason
+    assert torch_logged() == []
+    debug = logging.getLogger("remat_core")
+    debug.setLevel(logging.DEBUG)  # what the CLI's --debug sets: torch's log is then kept
+    try:
+        with pytest.raises(TraceError):
+            trace_training_graph(Mismatched(), torch.randn(2, 4))
+    finally:
+        debug.setLevel(logging.NOTSET)
+    assert torch_logged() == ["failed while attempting to run meta for aten.mm.default"]
+
+
+def test_a_bug_in_the_tracer_is_not_passed_off_as_the_models_failure(monkeypatch):
+    from remat_core.tracing import capture
+
+    # the tracer's module hooks now call None: a TypeError raised in the tracer's own code
+    monkeypatch.setattr(capture.fx_traceback, "annotate", None)
+    with pytest.raises(TypeError, match="'NoneType' object is not callable"):
+        trace_training_graph(nn.Linear(4, 2), torch.randn(2, 4))
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda: trace_training_graph(nn.Linear(4, 2), torch.randn(2, 4), level="layer"), "unknown level 'layer'"),
+    (lambda: trace_training_graph(nn.Sequential(Raises(lambda h: None), ReturnsNothing()), torch.randn(2, 4)),
+     "the model returned NoneType, which holds no tensor to sum into a loss"),
     (lambda: trace_training_graph(nn.Linear(4, 2), torch.randn(2, 4), cost="time"), "unknown cost model 'time'"),
     (lambda: trace_training_graph(nn.Linear(4, 2), [torch.randn(2, 4), 3]), "input #1 is a int"),
     (lambda: trace_training_graph(nn.Linear(4, 2), torch.randn(2, 5)), "RuntimeError"),
