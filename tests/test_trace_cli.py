@@ -135,7 +135,8 @@ def test_a_tracing_failure_exits_2_naming_model_module_and_hint(user_package):
     (["trace", "missing.pt2", "-o", "g.json"], "file not found"),
     (["trace", "--model", "fails_on_import:f", "-o", "g.json"],
      "importing fails_on_import failed (NameError: name 'undefined_name' is not defined, at "),
-    (["trace", "--model", "my_models:broken", "-o", "g.json"], "the factory failed (ZeroDivisionError: division by zero"),
+    (["trace", "--model", "my_models:broken", "-o", "g.json"],
+     "the factory failed (ZeroDivisionError: division by zero"),
     (["trace", "--model", "my_models:typo", "-o", "g.json"],
      "cannot trace my_models:typo in module '0': AttributeError: 'FunctionalTensor' object has no attribute "
      "'transpose_all' (raised at "),
