@@ -499,6 +499,8 @@ def test_a_bug_in_the_tracer_is_not_passed_off_as_the_models_failure(monkeypatch
     (lambda: trace_training_graph(nn.Linear(4, 2), torch.randn(2, 4), level="layer"), "unknown level 'layer'"),
     (lambda: trace_training_graph(nn.Sequential(Raises(lambda h: None), ReturnsNothing()), torch.randn(2, 4)),
      "the model returned NoneType, which holds no tensor to sum into a loss"),
+    (lambda: trace_training_graph(nn.Linear(4, 2), torch.randn(2, 4), loss=lambda out, labels: out.sum()),
+     "the loss '<lambda>' cannot be called with the model's output and 0 target(s)"),
     (lambda: trace_training_graph(nn.Linear(4, 2), torch.randn(2, 4), cost="time"), "unknown cost model 'time'"),
     (lambda: trace_training_graph(nn.Linear(4, 2), [torch.randn(2, 4), 3]), "input #1 is a int"),
     (lambda: trace_training_graph(nn.Linear(4, 2), torch.randn(2, 5)), "RuntimeError"),

@@ -23,7 +23,9 @@ References
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -216,6 +218,8 @@ def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor]
     if bad:
         raise TraceError(source, f"input #{bad[0]} is a {type(inputs[bad[0]]).__name__}, not a tensor",
                          hint="pass example inputs (and loss targets) as a tuple of tensors")
+    if loss is not None:
+        _check_loss_signature(loss, source)
     step = _TrainingStep(model, loss, len(example_inputs), source, run)
     with _ModuleAnnotator(model) as annotator, _meta_kernel_failures() as failures, \
             contextlib.ExitStack() as stack:
@@ -230,6 +234,23 @@ def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor]
         module_types = annotator.module_types()
     return JointGraph(graph_module=joint.graph_module, model=model, inputs=inputs,
                       num_model_inputs=len(example_inputs), module_types=module_types, source=source)
+
+
+def _check_loss_signature(loss: LossSetup, source: str) -> None:
+    """Refuse a loss function that cannot take ``(output, *targets)``: the tracer calls it, so a
+    TypeError from that call would otherwise look like a bug of the tracer's own."""
+    try:
+        signature = inspect.signature(loss.fn)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return
+    arguments = 1 + len(loss.targets)
+    try:
+        signature.bind(*range(arguments))
+    except TypeError as error:
+        raise TraceError(source, f"the loss {loss.name!r} cannot be called with the model's output and "
+                                 f"{len(loss.targets)} target(s) ({error})", module=LOSS_MODULE,
+                         hint=f"the tracer calls loss(output, *targets): give a function of {arguments} "
+                              f"positional argument(s)") from error
 
 
 _HINTS: tuple[tuple[tuple[type, ...], str], ...] = (
@@ -275,6 +296,7 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
 
 _TORCH_DIR = Path(torch.__file__).resolve().parent
 _TRACER_DIR = Path(__file__).resolve().parent
+_STDLIB_DIR = Path(sysconfig.get_paths()["stdlib"]).resolve()
 
 
 def _raised_by_the_tracer(error: BaseException) -> bool:
@@ -287,15 +309,21 @@ def _raised_by_the_tracer(error: BaseException) -> bool:
 
 
 def _user_frame(tb: TracebackType | None) -> str | None:
-    """``file:line`` of the innermost frame outside torch and the tracer: the model's code, if any."""
+    """``file:line`` of the innermost frame outside torch, the tracer and Python's standard library:
+    the model's code, if any."""
     found = None
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if Path(filename).is_absolute() and not _is_under(filename, _TORCH_DIR) and \
-                not _is_under(filename, _TRACER_DIR):
+        if Path(filename).is_absolute() and not _is_library(filename):
             found = f"{filename}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found
+
+
+def _is_library(filename: str) -> bool:
+    """Torch, the tracer, or the standard library (not the packages installed beside it)."""
+    return _is_under(filename, _TORCH_DIR) or _is_under(filename, _TRACER_DIR) or \
+        (_is_under(filename, _STDLIB_DIR) and "site-packages" not in Path(filename).parts)
 
 
 def _is_under(filename: str, folder: Path) -> bool:
