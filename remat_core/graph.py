@@ -99,12 +99,11 @@ def _check_shape(node_id: str, shape: Any) -> tuple | None:
     else is refused, so that every reader (JSON, the app's tooltips) can trust it."""
     if shape is None:
         return None
-    if not isinstance(shape, (list, tuple)):
-        raise GraphError(f"node '{node_id}': shape must be {_SHAPE_HELP}, got {shape!r}")
-    if all(_is_dim(d) for d in shape):
-        return tuple(shape)
-    if all(isinstance(s, (list, tuple)) and all(_is_dim(d) for d in s) for s in shape):
-        return tuple(tuple(s) for s in shape)
+    if isinstance(shape, (list, tuple)):
+        if all(_is_dim(d) for d in shape):
+            return tuple(shape)
+        if all(isinstance(s, (list, tuple)) and all(_is_dim(d) for d in s) for s in shape):
+            return tuple(tuple(s) for s in shape)
     raise GraphError(f"node '{node_id}': shape must be {_SHAPE_HELP}, got {_short(shape)}")
 
 
