@@ -1,8 +1,10 @@
 """Command line: ``python -m remat_core <command> ...``.
 
 Exit codes: 0 success; 1 invalid schedule (the message names the step); 2 bad input (bad file,
-bad graph, bad budget text, unknown solver: a message on stderr, no traceback unless ``--debug``);
-3 infeasible budget (the message gives the budget asked and the smallest known feasible one).
+bad graph, bad budget text, unknown solver, a model that cannot be traced: a message on stderr, no
+traceback unless ``--debug``); 3 infeasible budget (the message gives the budget asked and the
+smallest known feasible one); 4 internal error (any other exception: a bug of this package, not of
+the input; one line asking for a report, the traceback with ``--debug``).
 
 Each command is a pair: ``add_<name>_parser(subparsers)`` declares it and ``cmd_<name>(args)``
 runs it and returns the exit code.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections import Counter
 from typing import Any, Callable, Sequence
@@ -28,7 +31,7 @@ from .simulate import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bou
 from .solvers import DEFAULT_SOLVER, list_solvers, solve
 from .tensor_check import GRADIENT_TOLERANCE, check_on_tensors
 
-EXIT_OK, EXIT_INVALID_SCHEDULE, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
+EXIT_OK, EXIT_INVALID_SCHEDULE, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR = 0, 1, 2, 3, 4
 
 
 def _print_json(doc: Any, compact: bool = False) -> None:
@@ -382,6 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.debug:
+        logging.getLogger("remat_core").setLevel(logging.DEBUG)  # the tracer then keeps torch's own logs
     try:
         return COMMANDS[args.command][1](args)
     except InvalidSchedule as e:
@@ -390,10 +395,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, e, EXIT_INFEASIBLE)
     except (RematError, OSError) as e:
         return _fail(args, e, EXIT_BAD_INPUT)
+    except Exception as e:  # not the input's fault: every bad input raises a RematError
+        return _fail(args, e, EXIT_INTERNAL_ERROR)
 
 
 def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:
     if args.debug:
         raise error
-    sys.stderr.write(f"error: {error}\n")
+    if code == EXIT_INTERNAL_ERROR:
+        sys.stderr.write(f"internal error: {type(error).__name__}: {_first_line(error)}\nThis is a bug in Remat "
+                         f"Explorer, not in your input: please report it with the command you ran; rerun with "
+                         f"--debug for the traceback.\n")
+    else:
+        sys.stderr.write(f"error: {error}\n")
     return code
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else "(no message)"

@@ -2,7 +2,8 @@
 
 Every error a user can cause derives from :class:`RematError`, and its message says what was wrong
 and what would work. The CLI maps them to exit codes: :class:`InvalidSchedule` -> 1,
-:class:`InfeasibleBudget` -> 3, every other :class:`RematError` -> 2.
+:class:`InfeasibleBudget` -> 3, every other :class:`RematError` -> 2; any other exception is a
+bug of this package (exit 4, "internal error").
 """
 
 from __future__ import annotations
@@ -136,3 +137,8 @@ class TraceError(RematError):
         if hint:
             message += f"\nhint: {hint}"
         super().__init__(message)
+
+
+class OnnxImportError(TraceError, GraphError):
+    """An ONNX model that cannot be imported, worded like every tracing failure (the model, the
+    failing op when known, a hint). Also a :class:`GraphError`: ``load_graph`` reads ``.onnx`` files."""

@@ -5,8 +5,9 @@ that v reads u's output. Pinned nodes (inputs, parameters, buffers) are resident
 are never computed or freed, still count toward memory, and have no predecessors. ``outputs`` are
 the nodes a schedule must compute at least once.
 
-The graph validates itself once, on construction, and never changes afterwards, so derived facts
-(topological order, ancestors, the content hash) are computed once and cached. Integer indices
+The graph validates itself once, on construction, and never changes afterwards (setting or
+deleting an attribute raises :class:`AttributeError`), so derived facts (topological order,
+ancestors, the content hash) are computed once and cached. Integer indices
 (``graph.index[id]``) and the parallel arrays ``mem``, ``cost``, ``pinned``, ``pred_idx``,
 ``succ_idx`` are the fast path that the simulator and solvers use.
 """
@@ -90,10 +91,29 @@ def _shape_to_json(shape: Any) -> Any:
     return shape
 
 
-def _shape_from_json(shape: Any) -> Any:
-    if isinstance(shape, list):
-        return tuple(_shape_from_json(s) for s in shape)
-    return shape
+_SHAPE_HELP = "a list of non-negative integers ([32, 64]; [] for a scalar), or a list of such lists for tuple outputs"
+
+
+def _check_shape(node_id: str, shape: Any) -> tuple | None:
+    """``shape`` as a tuple of dims (or of dim tuples, for tuple outputs); lists are accepted, anything
+    else is refused, so that every reader (JSON, the app's tooltips) can trust it."""
+    if shape is None:
+        return None
+    if isinstance(shape, (list, tuple)):
+        if all(_is_dim(d) for d in shape):
+            return tuple(shape)
+        if all(isinstance(s, (list, tuple)) and all(_is_dim(d) for d in s) for s in shape):
+            return tuple(tuple(s) for s in shape)
+    raise GraphError(f"node '{node_id}': shape must be {_SHAPE_HELP}, got {_short(shape)}")
+
+
+def _is_dim(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_mem(node_id: str, value: Any) -> int:
@@ -121,7 +141,7 @@ def _checked_node(node: Node) -> Node:
         raise GraphError(f"node '{node.id}': unknown kind {node.kind!r}; expected one of {', '.join(NODE_KINDS)}")
     if not isinstance(node.pinned, bool):
         raise GraphError(f"node '{node.id}': pinned must be true or false, got {node.pinned!r}")
-    return replace(node, mem=mem, cost=cost)
+    return replace(node, mem=mem, cost=cost, shape=_check_shape(node.id, node.shape))
 
 
 class ComputeGraph:
@@ -145,8 +165,14 @@ class ComputeGraph:
     Raises
     ------
     GraphError
-        For an empty graph, a duplicate id, a bad mem/cost/kind, an edge to an unknown node, a
-        pinned node with predecessors, a cycle (one cycle is named), or an unknown/pinned output.
+        For an empty graph, a duplicate id, a bad mem/cost/kind/shape, an edge to an unknown node,
+        a pinned node with predecessors, a cycle (one cycle is named), or an unknown/pinned output.
+
+    Notes
+    -----
+    Immutable once built: setting or deleting any attribute raises :class:`AttributeError`
+    (the cached facts and ``content_hash`` would go stale); build a new graph instead. ``memo``
+    is the one sanctioned cache, for values derived from the graph.
     """
 
     def __init__(self, nodes: Iterable[Node], edges: Iterable[tuple[str, str]], outputs: Iterable[str] | None = None,
@@ -212,6 +238,16 @@ class ComputeGraph:
         self.output_idx: tuple[int, ...] = tuple(out_idx)
         self._attachments = MappingProxyType(dict(attachments or {}))
         self._memo: dict[str, Any] = {}
+        self._frozen = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"ComputeGraph is immutable: cannot set {name!r} (cached facts and content_hash would "
+                                 f"go stale); build a new ComputeGraph instead")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ComputeGraph is immutable: cannot delete {name!r}")
 
     # -- construction helpers -------------------------------------------------------------------
 
@@ -253,10 +289,10 @@ class ComputeGraph:
         """Ids of the nodes every schedule must compute."""
         return tuple(self._nodes[i].id for i in self.output_idx)
 
-    @property
+    @cached_property
     def index(self) -> Mapping[str, int]:
-        """Node id -> position in :attr:`nodes`."""
-        return self._index
+        """Node id -> position in :attr:`nodes` (read-only)."""
+        return MappingProxyType(self._index)
 
     @cached_property
     def ids(self) -> tuple[str, ...]:
@@ -413,5 +449,5 @@ def _node_from_json(position: int, raw: Any) -> Node:
         if raw.get(key) is not None and not isinstance(raw[key], str):
             raise GraphError(f"node '{node_id}': \"{key}\" must be a string, got {raw[key]!r}")
     return Node(id=node_id, mem=raw["mem"], cost=raw["cost"], kind=raw.get("kind", "other"),
-                pinned=raw.get("pinned", False), op=raw.get("op"), shape=_shape_from_json(raw.get("shape")),
+                pinned=raw.get("pinned", False), op=raw.get("op"), shape=raw.get("shape"),
                 dtype=raw.get("dtype"), module=raw.get("module"), label=raw.get("label"))

@@ -171,3 +171,6 @@ def _parse_json(data: bytes | str, source: str, error: type[Exception]) -> Any:
         return json.loads(data)
     except json.JSONDecodeError as e:
         raise error(f"{source} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except RecursionError:
+        raise error(f"{source} nests JSON arrays or objects too deeply for Python's parser; graph and schedule "
+                    f"files need only a few levels (a node's shape is the deepest: a list of lists)") from None

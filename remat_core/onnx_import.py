@@ -24,10 +24,11 @@ Importing the module registers a ``.onnx`` loader with :func:`remat_core.io.load
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import GraphError
+from .errors import OnnxImportError
 from .graph import ComputeGraph, Node
 from .io import register_graph_loader
 from .cost_models import FLOPS_PER_BYTE
@@ -61,44 +62,62 @@ def load_onnx(source: str | Path | bytes, *, batch_size: int | None = None, dims
 
     Raises
     ------
-    GraphError
-        For a file that is not ONNX, a symbolic dimension without a value, a tensor shape
-        inference cannot resolve, control flow (If, Loop, Scan), or a bad option.
+    OnnxImportError
+        (a ``TraceError`` and a ``GraphError``) naming the model, the failing op when known, and a
+        hint: for a missing file or one that is not ONNX, a symbolic dimension without a value, a
+        failed or incomplete shape inference, control flow (If, Loop, Scan), or a bad option.
     """
     import onnx
     from google.protobuf.message import DecodeError
 
+    data, label = _read(source, name)
     if cost not in ONNX_COST_MODELS:
-        raise GraphError(f"ONNX import: unknown or unsupported cost model {cost!r}; use one of "
-                         f"{', '.join(ONNX_COST_MODELS)} (measured costs need a runtime)")
-    data, label = _read(source)
+        raise OnnxImportError(label, f"unknown or unsupported cost model {cost!r}",
+                              hint=f"use one of {', '.join(ONNX_COST_MODELS)} (measured costs need a runtime)")
     try:
         model = onnx.load_model_from_string(data)
     except DecodeError as error:
-        raise GraphError(f"{label}: not an ONNX model ({error})") from error
+        raise OnnxImportError(label, f"not an ONNX model ({error})",
+                              hint="give a model saved by torch.onnx.export or onnx.save_model") from error
     graph_name = name or (Path(label).stem if label != "<bytes>" else model.graph.name or "onnx")
     _fix_input_dims(model, label, batch_size, dict(dims or {}))
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except onnx.shape_inference.InferenceError as error:
-        raise GraphError(f"{label}: ONNX shape inference failed: {str(error).strip().splitlines()[0]}") from error
+        raise _inference_error(label, error) from error
     return _OnnxGraphBuilder(model, label, cost).build(graph_name)
 
 
-def _read(source: str | Path | bytes) -> tuple[bytes, str]:
+def _read(source: str | Path | bytes, name: str | None) -> tuple[bytes, str]:
+    """The model's bytes and how messages name it (the path; for bytes, ``name`` or ``<bytes>``)."""
     if isinstance(source, (bytes, bytearray)):
-        return bytes(source), "<bytes>"
+        return bytes(source), name or "<bytes>"
     path = Path(source)
     if not path.is_file():
-        raise GraphError(f"ONNX file not found: {path}")
+        raise OnnxImportError(str(path), "file not found", hint="give the path of an .onnx model file")
     return path.read_bytes(), str(path)
+
+
+_INFERENCE_OP = re.compile(r"\(op_type:(?P<type>[^,]+), node name: (?P<name>[^)]*)\):\s*(?P<rest>.*)")
+
+
+def _inference_error(label: str, error: Exception) -> OnnxImportError:
+    """ONNX's shape inference message, with the op it names (``op_type:MatMul, node name: /fc/MatMul``)."""
+    first = str(error).strip().splitlines()[0]
+    found = _INFERENCE_OP.search(first)
+    op = f"{found['name'] or '(unnamed)'} ({found['type']})" if found else None
+    reason = re.sub(r"\[ShapeInferenceError\]\s*", "", found["rest"] if found else first).strip()
+    return OnnxImportError(label, f"ONNX shape inference failed: {reason}", op=op,
+                           hint="check the model with onnx.checker.check_model(model, full_check=True); when it "
+                                "runs elsewhere, the input sizes given here may not fit it (--batch, --option NAME=N)")
 
 
 def _fix_input_dims(model: Any, label: str, batch_size: int | None, dims: dict[str, int]) -> None:
     """Give every symbolic dimension of the graph inputs a value, in place."""
     for name, value in list(dims.items()) + ([("batch_size", batch_size)] if batch_size is not None else []):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise GraphError(f"{label}: dimension {name} must be a positive integer, got {value!r}")
+            raise OnnxImportError(label, f"dimension {name} must be a positive integer, got {value!r}",
+                                  hint="give it a size: --batch N, or --option NAME=N (dims={'NAME': N})")
     initializers = {t.name for t in model.graph.initializer}
     for value_info in model.graph.input:
         if value_info.name in initializers:
@@ -115,7 +134,7 @@ def _fix_input_dims(model: Any, label: str, batch_size: int | None, dims: dict[s
                 what = "batch dimension" if position == 0 else f"dimension {position}"
                 hint = "pass batch_size (CLI: --batch N)" if position == 0 else \
                     f"pass dims={{'{symbol}': N}} (CLI: --option {symbol}=N)"
-                raise GraphError(f"{label}: input '{value_info.name}' has a symbolic {what} '{symbol}'; {hint}")
+                raise OnnxImportError(label, f"input '{value_info.name}' has a symbolic {what} '{symbol}'", hint=hint)
 
 
 class _OnnxGraphBuilder:
@@ -144,8 +163,8 @@ class _OnnxGraphBuilder:
         outputs = list(dict.fromkeys(o for out in graph.output for o in self.owner.get(out.name, ())
                                      if not self.by_id[o].pinned))
         if not outputs:
-            raise GraphError(f"{self.label}: the model computes none of its outputs (they are all inputs or "
-                             f"constants)")
+            raise OnnxImportError(self.label, "the model computes none of its outputs (they are all inputs or "
+                                              "constants)", hint="export a model whose outputs its ops compute")
         return ComputeGraph(self.nodes, self.edges, outputs, name=name)
 
     # -- tensors --------------------------------------------------------------------------------
@@ -162,9 +181,9 @@ class _OnnxGraphBuilder:
     def _info(self, tensor: str, producer: str = "") -> tuple[tuple[int, ...], int, str]:
         info = self.infos.get(tensor)
         if info is None or any(d < 0 for d in info[0]):
-            where = f" (output of {producer})" if producer else ""
-            raise GraphError(f"{self.label}: shape inference left tensor '{tensor}'{where} without a concrete "
-                             f"shape; give the symbolic input dimensions values (--batch, --option NAME=N)")
+            raise OnnxImportError(self.label, f"shape inference left tensor '{tensor}' without a concrete shape",
+                                  op=producer or None,
+                                  hint="give the symbolic input dimensions values (--batch, --option NAME=N)")
         return info
 
     def _bytes(self, tensor: str, producer: str = "") -> int:
@@ -190,8 +209,8 @@ class _OnnxGraphBuilder:
     def _op(self, index: int, op: Any) -> None:
         op_name = op.name or f"{op.op_type}_{index}"
         if any(a.g.node or a.graphs for a in op.attribute):
-            raise GraphError(f"{self.label}: node '{op_name}' ({op.op_type}) holds a subgraph (control flow); "
-                             f"export the model with its loops unrolled and branches fixed")
+            raise OnnxImportError(self.label, "the op holds a subgraph (control flow)", op=f"{op_name} ({op.op_type})",
+                                  hint="export the model with its loops unrolled and branches fixed")
         inputs = [i for i in op.input if i]
         reads = list(dict.fromkeys(o for i in inputs for o in self._owners(i, op_name)))
         outputs = [o for o in op.output if o]
@@ -218,8 +237,10 @@ class _OnnxGraphBuilder:
     def _owners(self, tensor: str, op_name: str) -> tuple[str, ...]:
         owners = self.owner.get(tensor)
         if owners is None:
-            raise GraphError(f"{self.label}: node '{op_name}' reads tensor '{tensor}', which no earlier node, "
-                             f"input or initializer produces (the model is not topologically sorted)")
+            raise OnnxImportError(self.label, f"the op reads tensor '{tensor}', which no earlier node, input or "
+                                              f"initializer produces", op=op_name,
+                                  hint="the model's nodes must be topologically sorted, as torch.onnx.export "
+                                       "writes them; check it with onnx.checker.check_model")
         return owners
 
     def _op_cost(self, op: Any, inputs: list[str], outputs: list[str], written: int) -> float:

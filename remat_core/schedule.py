@@ -138,5 +138,16 @@ class Schedule:
                 raise ScheduleFormatError("remat-schedule: \"reasons\" must be a list of objects or nulls, one per op")
             reasons = tuple(dict(r) if r is not None else None for r in reasons)
         return cls(ops=tuple(ops), reasons=reasons, graph=str(doc.get("graph", "")),
-                   solver=str(doc.get("solver", "")), budget=budget, stats=dict(doc.get("stats") or {}),
-                   solver_info=dict(doc.get("solver_info") or {}))
+                   solver=str(doc.get("solver", "")), budget=budget, stats=_object_field(doc, "stats"),
+                   solver_info=_object_field(doc, "solver_info"))
+
+
+def _object_field(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``doc[key]`` as a dict: a JSON object, or ``{}`` when absent or null; anything else is refused."""
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ScheduleFormatError(f"remat-schedule: \"{key}\" must be a JSON object of names to values, or absent; "
+                                  f"got a {type(value).__name__}")
+    return dict(value)

@@ -13,10 +13,6 @@ from typing import Any, Mapping
 
 from .errors import TraceError
 from .graph import ComputeGraph
-from .tracing import TRACING_FAILURES
-
-FACTORY_FAILURES = TRACING_FAILURES + (AttributeError, KeyError, NameError, OSError)
-"""What a broken factory raises when called: the tracer's failure kinds plus lookup and I/O errors."""
 
 
 def trace_source(model: str | None = None, *, factory: str | None = None, batch_size: int | None = None,
@@ -121,9 +117,13 @@ def load_factory(spec: str, batch_size: int | None = None, options: Mapping[str,
         raise TraceError(spec, "expected package.module:factory", hint="e.g. --model mypkg.models:make_model")
     try:
         user_module = importlib.import_module(module_name)
-    except (ImportError, SyntaxError) as error:
+    except ImportError as error:
         raise TraceError(spec, f"cannot import {module_name} ({type(error).__name__}: {error})",
                          hint="run from the directory that holds the package, or add it to PYTHONPATH") from error
+    except Exception as error:  # the module's own code failed as it ran: it may raise anything
+        raise TraceError(spec, f"importing {module_name} failed ({_described(error)})",
+                         hint="import it in Python to see the error, or rerun with --debug for the full "
+                              "traceback") from error
     factory = getattr(user_module, attribute, None)
     if not callable(factory):
         raise TraceError(spec, f"{module_name} has no callable {attribute!r}",
@@ -133,9 +133,10 @@ def load_factory(spec: str, batch_size: int | None = None, options: Mapping[str,
         kwargs["batch_size"] = batch_size
     try:
         result = factory(**kwargs)
-    except FACTORY_FAILURES as error:
-        raise TraceError(spec, f"the factory failed ({type(error).__name__}: {error})",
-                         hint="it is called as factory(**options) with batch_size= when --batch is given") from error
+    except Exception as error:  # user code: it may raise anything
+        raise TraceError(spec, f"the factory failed ({_described(error)})",
+                         hint="it is called as factory(**options) with batch_size= when --batch is given; rerun "
+                              "with --debug for the full traceback") from error
     if not isinstance(result, (tuple, list)) or len(result) not in (2, 3) or not isinstance(result[0], nn.Module):
         raise TraceError(spec, f"the factory returned {type(result).__name__}, not (module, example_inputs[, loss])",
                          hint="return (an nn.Module, a tensor or tuple of tensors[, a LossSetup or loss callable])")
@@ -143,3 +144,13 @@ def load_factory(spec: str, batch_size: int | None = None, options: Mapping[str,
     if loss is not None and not isinstance(loss, LossSetup) and not callable(loss):
         raise TraceError(spec, f"the factory's loss is a {type(loss).__name__}, not a LossSetup or callable")
     return module, inputs, loss
+
+
+def _described(error: BaseException) -> str:
+    """``Type: first line of the message``, and where in the user's files it was raised."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0] if lines else '(no message)'}"
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return text + (f", at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "")

@@ -83,7 +83,9 @@ def trace_training_graph(module: nn.Module, example_inputs: Sequence[torch.Tenso
     Memory: ``mem`` is the bytes of the storage a node allocates; views and aliases are merged
     into their storage owner, and multi-output ops give one node per output, so the checkpoint-all
     peak of the graph counts every byte of a real training step once (see
-    :mod:`remat_core.tracing.to_graph`).
+    :mod:`remat_core.tracing.to_graph`). Dropout masks are bool (1 byte per element), as a compiled
+    step or eager CUDA keeps them; eager PyTorch on the CPU keeps them in the input's dtype (4 bytes
+    for float32), so there a model with dropout saves more than the graph holds.
 
     Examples
     --------

@@ -97,15 +97,37 @@ def test_infeasible_budget_exit_3(graph_file):
     (["solve", "{missing}", "--budget", "1GiB"], "graph file not found"),
     (["info", "{broken}"], "not valid JSON"),
     (["simulate", "{graph}", "{missing}"], "schedule file not found"),
+    (["info", "{deep}"], "deep.json nests JSON arrays or objects too deeply"),
+    (["simulate", "{graph}", "{stats_list}"], "\"stats\" must be a JSON object"),
+    (["info", "{bad_shape}"], "node 'a': shape must be a list of non-negative integers"),
 ])
 def test_bad_input_exit_2(graph_file, tmp_path, args, message):
     _, path = graph_file
-    broken = tmp_path / "broken.json"
-    broken.write_text("{oops")
-    names = {"graph": path, "missing": tmp_path / "missing.json", "broken": broken}
+    names = {"graph": path, "missing": tmp_path / "missing.json"}
+    for name, text in [("broken", "{oops"), ("deep", "[" * 100_000 + "]" * 100_000),
+                       ("stats_list", json.dumps({"format": "remat-schedule", "version": 1, "ops": [], "stats": []})),
+                       ("bad_shape", json.dumps({"format": "remat-graph", "version": 1,
+                                                 "nodes": [{"id": "a", "mem": 1, "cost": 1, "shape": [2, -1]}]}))]:
+        names[name] = tmp_path / f"{name}.json"
+        names[name].write_text(text)
     out = run(*[a.format(**names) for a in args])
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_unexpected_exception_is_an_internal_error_exit_4(graph_file, monkeypatch, capsys):
+    from remat_core import cli
+
+    def buggy(args):
+        raise KeyError("a bug")
+
+    _, path = graph_file
+    monkeypatch.setitem(cli.COMMANDS, "info", (cli.add_info_parser, buggy))
+    assert cli.main(["info", str(path)]) == cli.EXIT_INTERNAL_ERROR == 4
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: KeyError: 'a bug'\n") and "please report it" in err and "--debug" in err
+    with pytest.raises(KeyError):
+        cli.main(["--debug", "info", str(path)])
 
 
 def test_debug_shows_traceback(graph_file):

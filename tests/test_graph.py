@@ -136,3 +136,36 @@ def test_self_loop_is_a_cycle():
 def test_unknown_node_lookup_names_it():
     with pytest.raises(GraphError, match="unknown node 'nope'"):
         small_graph().node("nope")
+
+
+@pytest.mark.parametrize("name, value", [("name", "renamed"), ("mem", (1, 2, 3, 4, 5)), ("output_idx", ()),
+                                         ("content_hash", "0" * 64), ("_memo", {}), ("brand_new", 1)])
+def test_attributes_cannot_be_set_once_built(name, value):
+    g = small_graph()
+    digest = g.content_hash
+    with pytest.raises(AttributeError, match="immutable"):
+        setattr(g, name, value)
+    with pytest.raises(AttributeError, match="immutable"):
+        delattr(g, "name")
+    assert g.name == "graph" and g.content_hash == digest == small_graph().content_hash
+
+
+def test_index_is_read_only_and_memo_still_caches():
+    g = small_graph()
+    with pytest.raises(TypeError):
+        g.index["fc1"] = 0
+    calls = []
+    assert g.memo("k", lambda: calls.append(1) or 42) == 42 == g.memo("k", lambda: calls.append(1) or 0)
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("shape, expected", [([2, 3], (2, 3)), ([], ()), ([[2], [4, 5]], ((2,), (4, 5))),
+                                             ((1, 0), (1, 0))])
+def test_shapes_are_lists_of_dims_or_of_dim_lists(shape, expected):
+    assert ComputeGraph([Node("a", 1, 1, shape=shape)], []).node("a").shape == expected
+
+
+@pytest.mark.parametrize("shape", ["32x64", {"rows": 2}, [2, -1], [2.5], [True], [[2], 3], [[[2]]], 7])
+def test_bad_shapes_are_refused_naming_node_and_form(shape):
+    with pytest.raises(GraphError, match=r"node 'a': shape must be a list of non-negative integers \(\[32, 64\]"):
+        ComputeGraph([Node("a", 1, 1, shape=shape)], [])

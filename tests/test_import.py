@@ -103,14 +103,33 @@ def test_symbolic_dims_take_values_by_name():
 
 
 @pytest.mark.parametrize("data,kwargs,message", [
-    (onnx_mlp(), {}, "symbolic batch dimension 'N'; pass batch_size (CLI: --batch N)"),
+    (onnx_mlp(), {}, "symbolic batch dimension 'N'\nhint: pass batch_size (CLI: --batch N)"),
     (b"not a protobuf at all", {}, "not an ONNX model"),
     (onnx_mlp(), {"batch_size": 0}, "must be a positive integer"),
-    (onnx_mlp(), {"batch_size": 2, "cost": "measured"}, "unsupported cost model 'measured'"),
+    (onnx_mlp(), {"batch_size": 2, "cost": "measured"}, "unsupported cost model 'measured'\nhint: use one of"),
 ])
 def test_onnx_bad_input(data, kwargs, message):
-    with pytest.raises(GraphError, match=re.escape(message)):
+    with pytest.raises(GraphError, match=re.escape(message)) as info:
         load_onnx(data, **kwargs)
+    assert isinstance(info.value, TraceError) and info.value.hint
+
+
+def onnx_mismatched_matmul() -> bytes:
+    """X[2,4] @ w[5,8]: shapes that cannot multiply."""
+    node = helper.make_node("MatMul", ["X", "w"], ["Y"], name="/fc/MatMul")
+    graph = helper.make_graph([node], "bad", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 8])],
+                              [_initializer("w", np.zeros((5, 8), np.float32))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_onnx_shape_inference_failure_names_the_op_and_gives_a_hint():
+    with pytest.raises(TraceError) as info:
+        load_onnx(onnx_mismatched_matmul(), name="bad.onnx")
+    error = info.value
+    assert error.model == "bad.onnx" and error.op == "/fc/MatMul (MatMul)"
+    assert "ONNX shape inference failed: Incompatible dimensions" in error.reason
+    assert "onnx.checker.check_model" in error.hint
 
 
 def test_onnx_control_flow_is_refused():
@@ -121,8 +140,9 @@ def test_onnx_control_flow_is_refused():
                                              helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])],
                               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(GraphError, match="subgraph"):
+    with pytest.raises(GraphError, match="subgraph") as info:
         load_onnx(model.SerializeToString())
+    assert info.value.op == "/If (If)" and "unrolled" in info.value.hint
 
 
 def test_onnx_model_file_checks_with_onnx_itself():

@@ -91,6 +91,9 @@ def test_node_link_with_edges_key_and_no_graph_name(tmp_path):
     ({"nodes": [{"id": 0, "cost_cpu": 1, "cost_ram": 1}], "links": [{"source": 0, "target": 5}]},
      "unknown target node '5'"),
     ({"directed": False, "nodes": [], "links": []}, "undirected"),
+    ({"format": "remat-graph", "version": 1, "nodes": [{"id": "a", "mem": 1, "cost": 1, "shape": "32x64"}]},
+     r"node 'a': shape must be a list of non-negative integers \(\[32, 64\]"),
+    ("[" * 100_000 + "]" * 100_000, "nests JSON arrays or objects too deeply"),
 ])
 def test_bad_graph_files_say_what_is_wrong(tmp_path, content, message):
     path = write(tmp_path, "bad.json", content)
@@ -138,6 +141,10 @@ def test_schedule_round_trip(tmp_path):
     ({"format": "remat-schedule", "version": 1, "ops": [["compute"]]}, "op #0"),
     ({"format": "remat-schedule", "version": 1, "ops": [], "budget": -5}, "budget"),
     ({"format": "remat-schedule", "version": 1, "ops": [["compute", "a"]], "reasons": []}, "parallel"),
+    ({"format": "remat-schedule", "version": 1, "ops": [], "stats": [1, 2]},
+     "\"stats\" must be a JSON object of names to values, or absent; got a list"),
+    ({"format": "remat-schedule", "version": 1, "ops": [], "solver_info": "fast"}, "\"solver_info\" must be a JSON"),
+    ("{\"a\": " * 100_000 + "1" + "}" * 100_000, "nests JSON arrays or objects too deeply"),
 ])
 def test_bad_schedule_files(tmp_path, content, message):
     with pytest.raises(ScheduleFormatError, match=message):

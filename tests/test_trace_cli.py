@@ -13,7 +13,7 @@ import pytest
 
 from remat_core import checkpoint_all_peak, load_graph
 
-from test_import import onnx_mlp
+from test_import import onnx_mismatched_matmul, onnx_mlp
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,12 +49,34 @@ USER_MODELS = '''
 
     def not_a_pair():
         return 42
+
+
+    class Typo(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.proj(x).transpose_all()
+
+
+    def typo():
+        return nn.Sequential(Typo()), torch.randn(2, 4)
+
+
+    def broken():
+        return 1 / 0
+
+
+    def mismatched():
+        return nn.Sequential(nn.Linear(4, 4), nn.Linear(3, 2)), torch.randn(2, 4)
 '''
 
 
 @pytest.fixture
 def user_package(tmp_path):
     (tmp_path / "my_models.py").write_text(textwrap.dedent(USER_MODELS))
+    (tmp_path / "fails_on_import.py").write_text("import torch\n\nSCALE = undefined_name\n")
     return tmp_path
 
 
@@ -111,11 +133,30 @@ def test_a_tracing_failure_exits_2_naming_model_module_and_hint(user_package):
     (["trace", "--model", "my_models:not_a_pair", "-o", "g.json"], "not (module, example_inputs[, loss])"),
     (["trace", "--model", "no_such_module:f", "-o", "g.json"], "cannot import no_such_module"),
     (["trace", "missing.pt2", "-o", "g.json"], "file not found"),
+    (["trace", "--model", "fails_on_import:f", "-o", "g.json"],
+     "importing fails_on_import failed (NameError: name 'undefined_name' is not defined, at "),
+    (["trace", "--model", "my_models:broken", "-o", "g.json"],
+     "the factory failed (ZeroDivisionError: division by zero"),
+    (["trace", "--model", "my_models:typo", "-o", "g.json"],
+     "cannot trace my_models:typo in module '0': AttributeError: 'FunctionalTensor' object has no attribute "
+     "'transpose_all' (raised at "),
+    # torch's own log of the failed meta kernel (a traceback) stays off stderr; its op is named
+    (["trace", "--model", "my_models:mismatched", "-o", "g.json"],
+     "cannot trace my_models:mismatched in module '1' at op aten.mm.default: RuntimeError: "),
 ])
 def test_bad_input_exits_2_with_a_message(user_package, args, message):
     out = run(*args, cwd=user_package)
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_onnx_failure_names_the_file_the_op_and_a_hint(tmp_path):
+    model = tmp_path / "bad.onnx"
+    model.write_bytes(onnx_mismatched_matmul())
+    out = run("trace", model, "-o", tmp_path / "g.json")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"cannot trace {model} at op /fc/MatMul (MatMul): ONNX shape inference failed" in out.stderr
+    assert "\nhint: check the model with onnx.checker" in out.stderr
 
 
 def test_list_shows_every_zoo_model_and_its_options():

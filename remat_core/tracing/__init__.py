@@ -9,9 +9,3 @@
   into their storage owners;
 - :mod:`.coarsen`: op level -> module level (one node per module call per pass).
 """
-
-TRACING_FAILURES = (RuntimeError, NotImplementedError, TypeError, ValueError, AssertionError, IndexError)
-"""What a model that cannot be traced raises: FakeTensor and symbolic-shape errors (RuntimeError
-subclasses: data-dependent control flow, ops without a meta kernel), and the ordinary errors of a
-model run on inputs it does not accept (wrong shapes, wrong types). Anything else is a bug and is
-not translated into a :class:`~remat_core.errors.TraceError`."""

@@ -23,9 +23,13 @@ References
 from __future__ import annotations
 
 import contextlib
+import inspect
+import logging
+import sysconfig
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 import torch.fx.traceback as fx_traceback
@@ -35,9 +39,8 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
                                            UnsupportedOperatorException)
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from ..errors import TraceError
+from ..errors import RematError, TraceError
 from ..losses import SUM_OF_OUTPUTS, LossSetup
-from . import TRACING_FAILURES
 
 LOSS_MODULE = "<loss>"
 """Module path given to the ops of the loss function (outside the model's own modules)."""
@@ -106,8 +109,14 @@ class _TrainingStep(nn.Module):
             value = self.loss.fn(output, *targets)
         elif isinstance(output, torch.Tensor) and output.numel() == 1:
             value = output.reshape(())
-        else:
+        elif isinstance(output, torch.Tensor) or (isinstance(output, (tuple, list)) and
+                                                  any(isinstance(t, torch.Tensor) for t in output)):
             value = SUM_OF_OUTPUTS.fn(output)
+        else:
+            raise TraceError(self.source, f"the model returned {_describe(output)}, which holds no tensor to sum "
+                                          f"into a loss", module=LOSS_MODULE,
+                             hint="return a tensor or a tuple/list of tensors, or give a loss (a LossSetup or "
+                                  "a callable output -> scalar)")
         if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.is_floating_point():
             raise TraceError(self.source, f"the loss must be a floating-point scalar tensor, got "
                                           f"{_describe(value)}",
@@ -199,23 +208,49 @@ def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor]
     ------
     TraceError
         When the step cannot be traced: data-dependent control flow or output shapes, an op with no
-        FakeTensor kernel, a model that fails on the example inputs, a non-scalar loss. The error
-        names the op and the module call when they are known, and gives a hint.
+        FakeTensor kernel, a model that fails on the example inputs (whatever it raises: a user's
+        model can raise anything), a non-scalar loss. The error names the op and the module call
+        when they are known, and gives a hint; the original exception is its ``__cause__``.
+        Exceptions raised by the tracer's own code (this folder) are bugs and propagate unchanged.
     """
     inputs = tuple(example_inputs) + (tuple(loss.targets) if loss is not None else ())
     bad = [i for i, t in enumerate(inputs) if not isinstance(t, torch.Tensor)]
     if bad:
         raise TraceError(source, f"input #{bad[0]} is a {type(inputs[bad[0]]).__name__}, not a tensor",
                          hint="pass example inputs (and loss targets) as a tuple of tensors")
+    if loss is not None:
+        _check_loss_signature(loss, source)
     step = _TrainingStep(model, loss, len(example_inputs), source, run)
-    with _ModuleAnnotator(model) as annotator, contextlib.ExitStack() as stack:
+    with _ModuleAnnotator(model) as annotator, _meta_kernel_failures() as failures, \
+            contextlib.ExitStack() as stack:
         try:
             joint = aot_export_joint_with_descriptors(stack, step, inputs)
-        except TRACING_FAILURES as error:
-            raise _trace_error(source, error, annotator.innermost) from error
+        except RematError:
+            raise
+        except Exception as error:
+            if _raised_by_the_tracer(error):
+                raise  # a bug of the tracer, not the model's: the CLI reports it as an internal error
+            raise _trace_error(source, error, annotator.innermost, failures.op) from error
         module_types = annotator.module_types()
     return JointGraph(graph_module=joint.graph_module, model=model, inputs=inputs,
                       num_model_inputs=len(example_inputs), module_types=module_types, source=source)
+
+
+def _check_loss_signature(loss: LossSetup, source: str) -> None:
+    """Refuse a loss function that cannot take ``(output, *targets)``: the tracer calls it, so a
+    TypeError from that call would otherwise look like a bug of the tracer's own."""
+    try:
+        signature = inspect.signature(loss.fn)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return
+    arguments = 1 + len(loss.targets)
+    try:
+        signature.bind(*range(arguments))
+    except TypeError as error:
+        raise TraceError(source, f"the loss {loss.name!r} cannot be called with the model's output and "
+                                 f"{len(loss.targets)} target(s) ({error})", module=LOSS_MODULE,
+                         hint=f"the tracer calls loss(output, *targets): give a function of {arguments} "
+                              f"positional argument(s)") from error
 
 
 _HINTS: tuple[tuple[tuple[type, ...], str], ...] = (
@@ -235,15 +270,96 @@ _GENERIC_HINT = ("the model must run forward on the example inputs, with static 
                  "full traceback")
 
 
-def _trace_error(source: str, error: BaseException, module: str | None) -> TraceError:
-    """A :class:`TraceError` naming the failing op (FakeTensor errors carry it) and module call."""
-    func: Callable | None = getattr(error, "func", None)
-    op = str(func) if func is not None else None
+def _trace_error(source: str, error: BaseException, module: str | None, logged_op: str | None) -> TraceError:
+    """A :class:`TraceError` naming the failing op (a FakeTensor error in the exception chain carries
+    it, else the meta-kernel failure torch logged), the module call, and where in the user's code it
+    was raised."""
+    op = next((str(e.func) for e in _chain(error) if getattr(e, "func", None) is not None), logged_op)
     hint = next((text for kinds, text in _HINTS if isinstance(error, kinds)), _GENERIC_HINT)
     reason = f"{type(error).__name__}: {_first_line(error)}"
+    location = _user_frame(error.__traceback__)
+    if location:
+        reason += f" (raised at {location})"
     if module is not None:
         module = module or "(the model's own forward)"
     return TraceError(source, reason, op=op, module=module, hint=hint)
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and its causes and contexts, each once."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+_TORCH_DIR = Path(torch.__file__).resolve().parent
+_TRACER_DIR = Path(__file__).resolve().parent
+_STDLIB_DIR = Path(sysconfig.get_paths()["stdlib"]).resolve()
+
+
+def _raised_by_the_tracer(error: BaseException) -> bool:
+    """Whether ``error`` comes from the tracer's own code (its innermost frame is in this folder),
+    not from the model, its loss or torch: then it is a bug of ours."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and _is_under(tb.tb_frame.f_code.co_filename, _TRACER_DIR)
+
+
+def _user_frame(tb: TracebackType | None) -> str | None:
+    """``file:line`` of the innermost frame outside torch, the tracer and Python's standard library:
+    the model's code, if any."""
+    found = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if Path(filename).is_absolute() and not _is_library(filename):
+            found = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+def _is_library(filename: str) -> bool:
+    """Torch, the tracer, or the standard library (not the packages installed beside it)."""
+    return _is_under(filename, _TORCH_DIR) or _is_under(filename, _TRACER_DIR) or \
+        (_is_under(filename, _STDLIB_DIR) and "site-packages" not in Path(filename).parts)
+
+
+def _is_under(filename: str, folder: Path) -> bool:
+    return Path(filename).resolve().is_relative_to(folder)
+
+
+_META_FAILURE = "failed while attempting to run meta for %s"
+"""What FakeTensor logs (at ERROR, with a traceback) before re-raising a meta kernel's error."""
+
+
+class _MetaKernelFailures(logging.Filter):
+    """On torch's FakeTensor logger: remembers the op of a failed meta kernel, and keeps torch's
+    record of it (some 20 lines of traceback that the TraceError's ``__cause__`` repeats) off
+    stderr unless this package logs at DEBUG (the CLI's ``--debug``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.op: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != _META_FAILURE or not record.args:
+            return True
+        self.op = str(record.args[0])
+        return logging.getLogger("remat_core").isEnabledFor(logging.DEBUG)
+
+
+@contextlib.contextmanager
+def _meta_kernel_failures() -> Iterator[_MetaKernelFailures]:
+    """:class:`_MetaKernelFailures` on FakeTensor's logger for the duration of a capture."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    failures = _MetaKernelFailures()
+    logger.addFilter(failures)
+    try:
+        yield failures
+    finally:
+        logger.removeFilter(failures)
 
 
 def _first_line(error: BaseException) -> str:

@@ -14,7 +14,9 @@ nothing of aliasing, counts every byte once:
   three gradients) becomes one node per output it produces (the ``getitem`` nodes of the FX graph),
   each owning its own bytes and reading the op's inputs, so each output lives exactly as long as
   its own readers need it. The op's cost is shared among those nodes in proportion to their bytes.
-- ``mem`` is the storage's size in bytes.
+- ``mem`` is the storage's size in bytes. What is stored is what the joint graph computes:
+  dropout keeps ``native_dropout``'s bool mask, as a compiled step or eager CUDA does (eager CPU
+  alone keeps a mask in the input's dtype, see ARCHITECTURE.md).
 
 Kinds and outputs
 -----------------
