@@ -21,8 +21,8 @@ from strategies import compute_graphs
 
 from bruteforce import optimal_cost
 from remat_core import (ComputeGraph, InfeasibleBudget, Node, SolverOptionError, checkpoint_all_cost,
-                        checkpoint_all_peak, memory_lower_bound, simulate, solve)
-from remat_core.generators import training_chain
+                        checkpoint_all_peak, memory_lower_bound, simulate, solve, with_backward)
+from remat_core.generators import random_dag, training_chain
 from remat_core.solvers._checkmate_model import CheckmateModel
 from remat_core.solvers._stage_greedy import HEURISTIC_STARTS, best_stage_start, greedy_stage_schedule
 from remat_core.solvers._stages import (_checked_computes, computes_from_matrix, computes_from_ops, measure, stage_grid,
@@ -216,9 +216,20 @@ def test_infeasible_in_the_fixed_order():
 
 def test_checkpoint_all_fits_is_proved_optimal_at_once():
     graph = training_chain(6)
-    for solver in ("checkmate-milp", "moccasin"):
+    for solver in EXACT:
         schedule = solve(graph, checkpoint_all_peak(graph), solver)
         assert schedule.solver_info["exact"] and schedule.stats["recomputes"] == 0
+        if solver == "checkmate-lp":
+            assert schedule.solver_info["lp_lower_bound"] == checkpoint_all_cost(graph)
+
+
+def test_the_lp_rounding_meets_a_budget_checkpoint_all_meets():
+    """Rounding this graph's LP at the checkpoint-all peak gave no schedule within it (and named 164
+    bytes as the smallest feasible budget) before checkpoint-all was tried first."""
+    graph = with_backward(random_dag(3, 0.346, max_mem=40, max_cost=9, seed=14), trainable=["in0"])
+    peak = checkpoint_all_peak(graph)
+    schedule = solve(graph, peak, "checkmate-lp", time_limit=10)
+    assert schedule.stats["peak"] <= peak and schedule.stats["recomputes"] == 0
 
 
 def test_lp_solver_reports_its_bound_and_the_rounding():

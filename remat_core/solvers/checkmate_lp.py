@@ -21,10 +21,10 @@ import numpy as np
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from ..simulate import checkpoint_all_peak
+from ..simulate import checkpoint_all_cost, checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, ModelSize, check_model_size
-from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, computes_from_matrix, measure, stage_grid,
-                      stage_schedule)
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_if_it_fits, computes_from_matrix,
+                      measure, stage_grid, stage_schedule)
 from .base import Option, register
 
 DEFAULT_MAX_NODES = 500
@@ -245,7 +245,9 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
 
     Notes
     -----
-    Steps: build the LP (O(n^2) variables, O(n (n + |E|)) rows); solve it with HiGHS; round ``S``
+    When checkpoint-all fits it is returned at once, proved optimal (computing every needed node
+    once is a lower bound, so the LP's optimum is its cost): rounding the LP could otherwise miss
+    it and refuse a budget that checkpoint-all meets. Steps: build the LP (O(n^2) variables, O(n (n + |E|)) rows); solve it with HiGHS; round ``S``
     (threshold sweep or random), repair ``R`` (:func:`repair_r`), simulate each rounding; if none
     fits, shrink the LP's budget by ``1 - epsilon`` and repeat, at most ``retries`` times.
 
@@ -258,6 +260,11 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
     grid = stage_grid(graph)
     check_model_size(grid, max_nodes, "checkmate-lp")
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    trivial = checkpoint_all_if_it_fits(grid, budget, rule=_RULE, solver_info={
+        "lp_lower_bound": checkpoint_all_cost(graph), "time_limit": limit, "order": "graph topological order",
+        "stages": grid.n})
+    if trivial is not None:
+        return trivial
     result = round_lp(grid, budget, time_limit=limit, rounding=rounding, samples=samples, epsilon=epsilon,
                       retries=retries, seed=seed)
     info = {"lp_lower_bound": result.lp_lower_bound, "attempts": result.attempts, "rounding": result.picked,
