@@ -20,6 +20,7 @@ from ..errors import InfeasibleBudget, RematError
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import simulate
+from .base import Option
 
 SEPARATOR_SOLVERS = ("treewidth", "pathwidth", "pathwidth-linear")
 """The solvers over a decomposition; in the portfolio they run without their own fallback."""
@@ -31,6 +32,13 @@ EVICTION_AND_CHAIN_SOLVERS = ("dtr", "dtr-eq", "greedy-size", "largest-first", "
 QUICK_HEURISTICS = EVICTION_AND_CHAIN_SOLVERS + SEPARATOR_SOLVERS
 """Every heuristic solver that answers one budget in about a second or less on graphs of a thousand
 nodes. ``checkmate-lp`` is left out: its LP takes minutes at a few hundred nodes."""
+
+ANY_ORDER = Option("any_order", bool, True,
+                   "compare with the quick heuristics' schedules, in any order: return the cheapest of them when it "
+                   "costs less than the fixed-order result or the fixed-order search finds none (solver_info "
+                   "'source' names it, 'fixed_order' keeps the search's own result); false: the fixed-order search "
+                   "alone")
+"""The exact solvers' option for :func:`prefer_cheaper_heuristic`."""
 
 
 @dataclass(frozen=True)

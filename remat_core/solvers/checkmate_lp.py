@@ -2,7 +2,8 @@
 
 The LP relaxation of Checkmate's MILP (:mod:`remat_core.solvers._checkmate_model`) is solved
 once; its optimum is a lower bound on the cost of every frontier-advancing schedule in the
-graph's topological order (:func:`lp_lower_bound`). A schedule is then made by two-phase
+graph's fixed topological order (:func:`lp_lower_bound`), not on every schedule: one in another
+order can cost less. A schedule is then made by two-phase
 rounding: round the fractional ``S`` (what to keep between stages) to 0/1, then *repair* ``R``:
 the cheapest recomputations that make the rounded ``S`` valid. Rounding ignores the memory rows,
 so a rounded schedule may overflow the budget; as Checkmate does, the LP is then solved again at a
@@ -158,7 +159,7 @@ def round_lp(grid: StageGrid, budget: int, *, time_limit: float, rounding: str =
 
 
 def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = None) -> float | None:
-    """The LP relaxation's optimum: a lower bound on the cost of any frontier-advancing schedule.
+    """The LP relaxation's optimum: a lower bound on the cost of the frontier-advancing schedules of the fixed order.
 
     Parameters
     ----------
@@ -179,8 +180,9 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
     -----
     The bound covers the schedules Checkmate's MILP can express: every node first computed in the
     graph's topological order, recomputations within a stage in that order, each at most once per
-    stage. A schedule in another order may cost less. It never exceeds the MILP optimum, and is at
-    least the checkpoint-all cost (each needed node computed once).
+    stage. It is not a bound over all schedules: a schedule in another order may cost less (the
+    heuristics' often do). It never exceeds the MILP optimum in this order, and is at least the
+    checkpoint-all cost (each needed node computed once).
 
     Raises
     ------
@@ -199,7 +201,8 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
 
 
 @register("checkmate-lp", "Checkmate's LP relaxation with two-phase rounding (round S, repair R), retried at "
-                          "shrinking budgets; solver_info['lp_lower_bound'] bounds every frontier-advancing schedule.",
+                          "shrinking budgets; solver_info['lp_lower_bound'] bounds the frontier-advancing schedules of "
+                          "the fixed topological order (not all schedules).",
           exact=False,
           options=(Option("rounding", str, "sweep", "'sweep': thresholds 0.1..0.9 on S; 'randomized': random "
                                                     "roundings", choices=("sweep", "randomized")),
@@ -233,7 +236,8 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
     -------
     Schedule
         The cheapest rounded schedule within budget. ``solver_info`` holds ``lp_lower_bound``
-        (the LP optimum at the full budget), the rounding picked, and one entry per LP solved.
+        (the LP optimum at the full budget: a bound for this order only), the rounding picked,
+        and one entry per LP solved.
 
     Raises
     ------
