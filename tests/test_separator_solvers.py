@@ -171,10 +171,19 @@ def test_linear_compute_count_and_memory_bounds_on_structured_graphs(graph):
     _check_linear_bounds(graph)
 
 
+@pytest.mark.parametrize("layers", [*range(1, 81), 400])
+def test_linear_computes_a_training_chain_node_at_most_three_times(layers):
+    """The general bound is 2(k+1)+1 = 7 at width 2; on training chains the count is 2 or 3."""
+    g = training_chain(layers)
+    s = solve(g, 10**9, "pathwidth-linear", budget_aware=False)
+    assert path_decomposition(g).width <= 2
+    assert max(s.simulation.compute_counts.values()) <= 3
+
+
 def test_linear_on_a_long_training_chain_is_a_sqrt_scheme():
     g = training_chain(400)
     s = solve(g, 10**9, "pathwidth-linear", budget_aware=False)
-    assert max(s.simulation.compute_counts.values()) <= 2 * 3 + 1
+    assert max(s.simulation.compute_counts.values()) <= 3
     assert s.stats["peak"] <= 6 * math.sqrt(len(g))  # vs checkpoint-all's ~n/2
     assert checkpoint_all_peak(g) > 400
 

@@ -4,8 +4,9 @@
 bag first, the two halves below). ``pathwidth-linear`` cuts the path into about sqrt(n / (k + 1))
 segments at cut bags, keeps the cut bags' vertices resident, and recomputes inside one segment at
 a time: Chen et al.'s sqrt(n) checkpointing generalised from chains to any graph with a narrow path
-decomposition. Each vertex is computed at most ``2(k + 1) + 1`` times and the peak is about
-``mem(cut bags) + largest segment`` (see ``docs/algorithms.md``).
+decomposition. Each vertex is computed at most ``2(k + 1) + 1`` times (O(1) in n for a bounded
+width k; at most 3 on training chains, measured) and the peak is about ``mem(cut bags) + largest
+segment`` (see ``docs/algorithms.md``).
 """
 
 from __future__ import annotations
