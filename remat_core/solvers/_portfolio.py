@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..errors import InfeasibleBudget, RematError
+from ..errors import DecompositionError, InfeasibleBudget, SolverLimitExceeded
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import simulate
@@ -83,7 +83,7 @@ def run_quick_heuristics(graph: ComputeGraph, budget: int, exclude: Iterable[str
             attempts.append(Attempt(name, schedule=solve(graph, budget, name, **options)))
         except InfeasibleBudget as e:
             attempts.append(Attempt(name, smallest_feasible=e.smallest_feasible, detail=e.detail))
-        except RematError as e:  # a decomposition or recursion limit: no answer from this one
+        except (DecompositionError, SolverLimitExceeded) as e:  # a limit of this solver: no answer from it
             attempts.append(Attempt(name, detail=str(e)))
     return attempts
 
