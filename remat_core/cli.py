@@ -164,7 +164,8 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         "(default 90%%,70%%,50%%,30%%)")
     p.add_argument("--solvers", default=None, help="comma-separated solver names (default: every solver)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds per solve for the solvers that search")
-    p.add_argument("--no-lp-bound", action="store_true", help="skip Checkmate's LP lower bound")
+    p.add_argument("--no-lp-bound", action="store_true", help="skip Checkmate's LP lower bound (a bound for schedules in the "
+                                                                 "graph's fixed topological order only)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
@@ -191,7 +192,9 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solver", "-s", required=True, help="solver name")
     p.add_argument("--points", type=int, default=40, help="number of budgets (default 40)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds per solve for the solvers that search")
-    p.add_argument("--lp-bound", action="store_true", help="also compute Checkmate's LP bound at every budget")
+    p.add_argument("--lp-bound", action="store_true", help="also compute Checkmate's LP bound at every budget (a "
+                                                               "bound for schedules in the graph's fixed "
+                                                               "topological order only)")
     p.add_argument("--json", action="store_true", help="print the points as JSON")
 
 
@@ -219,7 +222,7 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
         if r.feasible:
             cells = [r.solver, budget, "yes", format_bytes(r.peak), f"{r.overhead:+.1%}", str(r.recomputed_nodes)]
         else:
-            needs = f"no (>= {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no"
+            needs = f"no (fits at {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no"
             cells = [r.solver, budget, needs, "-", "-", "-"]
         cells.append(f"{r.seconds:.3f}")
         gap = reported_gap(r.solver_info) if r.feasible else None
@@ -234,9 +237,12 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
     out += ["  ".join(c.ljust(w) for c, w in zip(cells, widths)) for cells in lines]
     out.append(f"graph {graph.name}: checkpoint-all peak {format_bytes(checkpoint_all_peak(graph))}, lower bound "
                f"{format_bytes(memory_lower_bound(graph))}; overhead = cost over checkpoint-all; gap = the optimality "
-               f"gap the solver proved (MIP or CP-SAT gap; 0.00%: optimal in its formulation); LP bound = "
-               f"Checkmate's LP lower bound on the overhead, for schedules in the graph's topological order "
-               f"(else why there is none: infeasible, unproven in the time limit, refused: too large, skipped)")
+               f"gap the solver proved (MIP or CP-SAT gap; 0.00%: optimal in its formulation); 'no (fits at X)': "
+               f"the solver found no schedule within the budget, and X is the smallest budget it knows a "
+               f"schedule fits (the true smallest may be lower); LP bound = Checkmate's LP lower bound on the "
+               f"overhead of frontier-advancing schedules in the graph's fixed topological order, not of all "
+               f"schedules (else why there is none: infeasible, unproven in the time limit, refused: too large, "
+               f"skipped)")
     return "\n".join(out)
 
 

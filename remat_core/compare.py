@@ -3,7 +3,9 @@
 :func:`compare` solves a graph with several solvers at several budgets and returns one
 :class:`ComparisonRow` per (solver, budget): feasible or not, measured peak and cost, the cost
 overhead over checkpoint-all, how many nodes were recomputed, the solve time, and Checkmate's LP
-lower bound on the cost at that budget (:func:`remat_core.solvers.checkmate_lp.lp_lower_bound`).
+lower bound on the cost at that budget (:func:`remat_core.solvers.checkmate_lp.lp_lower_bound`): a
+bound over the frontier-advancing schedules of the graph's fixed topological order, not over all
+schedules (a schedule in another order, a heuristic's, can cost less).
 :func:`sweep_budgets` and :func:`pareto_optimal` give the budget grid and the Pareto front of a
 sweep.
 """
@@ -29,6 +31,8 @@ relaxation is infeasible; not solved to optimality in time; the LP refused the g
 @dataclass(frozen=True)
 class LowerBound:
     """Checkmate's LP bound on the cost at one budget (``value`` None unless ``status`` is "ok").
+
+    It bounds the frontier-advancing schedules of the graph's fixed topological order only.
 
     ``overhead`` is the same bound as an overhead over checkpoint-all (``cost / base - 1``).
     """
@@ -58,7 +62,8 @@ class ComparisonRow:
     seconds : float
         Wall time of the solve.
     lower_bound : LowerBound
-        Checkmate's LP bound at this budget (shared by every solver's row at that budget).
+        Checkmate's LP bound at this budget (shared by every solver's row at that budget), for
+        schedules in the graph's fixed topological order: a row's cost may be below it.
     smallest_feasible : int or None
         For an infeasible row, the smallest budget the solver knows to be feasible.
     detail : str
@@ -160,8 +165,9 @@ def _row(graph: ComputeGraph, solver: str, budget: int, peak: int, bound: LowerB
 def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = None) -> LowerBound:
     """Checkmate's LP bound on the cost at ``budget``, with its status.
 
-    The bound covers the schedules Checkmate's formulation can express (frontier-advancing, in the
-    graph's topological order); see :func:`remat_core.solvers.checkmate_lp.lp_lower_bound`. Graphs
+    The bound covers only the schedules Checkmate's formulation can express (frontier-advancing, in
+    the graph's fixed topological order), not all schedules; see
+    :func:`remat_core.solvers.checkmate_lp.lp_lower_bound`. Graphs
     larger than that LP takes get status "refused", with the reason in ``detail``.
     """
     if budget < memory_lower_bound(graph):

@@ -2,7 +2,8 @@
 
 :func:`remat_core.sweep` returns bare rows; the explorer needs more from each point: which tensors
 were recomputed (so "from which budget is this tensor computed once?" needs no new solve), the
-lower bound a solver reports on the cost (``checkmate-lp``'s LP value, plotted as "best possible"),
+lower bound a solver reports on the cost (``checkmate-lp``'s LP value, plotted as "best possible":
+a bound over the schedules of the graph's fixed topological order, not over all schedules),
 and what an infeasible budget said about the smallest feasible one. A :class:`ParetoCurve` holds
 those points and answers quick estimates between them while an exact solve runs. The budget
 grid is :func:`remat_core.compare.sweep_budgets`.
@@ -58,7 +59,9 @@ class CurvePoint:
         Wall time of the solve.
     cost_lower_bound : float or None
         A finite lower bound on the cost at this budget that the solver reported
-        (``solver_info["lp_lower_bound"]``; an infinite one, from an infeasible relaxation, is left out).
+        (``solver_info["lp_lower_bound"]``: Checkmate's LP, a bound for frontier-advancing schedules
+        in the graph's fixed topological order only; an infinite one, from an infeasible relaxation,
+        is left out).
     smallest_feasible : int or None
         For an infeasible point, the smallest feasible budget the solver named.
     gap : float or None

@@ -9,6 +9,7 @@ import pytest
 from remat_core import (BudgetError, UnknownSolver, checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound,
                         save_graph, solve)
 from remat_core import compare as comparison
+from remat_core.budget import format_bytes
 from remat_core.compare import (LP_AVAILABLE, LP_INFEASIBLE, LP_REFUSED, LP_SKIPPED, compare, pareto_optimal,
                                 sweep_budgets)
 from remat_core.generators import training_chain
@@ -103,13 +104,14 @@ def graph_file(tmp_path, chain):
     return path
 
 
-def test_compare_command_table(graph_file):
+def test_compare_command_table(graph_file, chain):
     out = run("compare", graph_file, "--solvers", "checkpoint-all,rotor,dtr", "--budgets", "90%,50%")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split()[:4] == ["solver", "budget", "feasible", "peak"]
     assert sum(line.startswith("rotor") for line in lines) == 2
-    assert any(line.startswith("checkpoint-all") and " no " in line for line in lines)
+    refused = [line for line in lines if line.startswith("checkpoint-all") and " no " in line]
+    assert refused and all(f"no (fits at {format_bytes(checkpoint_all_peak(chain))})" in line for line in refused)
     assert "checkpoint-all peak" in lines[-1]
     assert lines[0].split()[-3:] == ["gap", "LP", "bound"]
 

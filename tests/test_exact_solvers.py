@@ -5,8 +5,11 @@ topological order (first computations in that order, recomputations inside a sta
 order, at most once per stage; moccasin also at most ``intervals`` times per node). So on random
 DAGs they are never below the true optimum, and checkmate-milp (and moccasin with enough
 intervals) equal it on training chains, whose topological order is unique and whose optimal
-schedules recompute each forward node at most once between two backward steps. `test_fixed_order_can_cost_more` shows a graph where the order alone
-forces a recomputation.
+schedules recompute each forward node at most once between two backward steps.
+`test_fixed_order_can_cost_more` shows a graph where the order alone forces a recomputation. By
+default checkmate-milp and moccasin also return a quick heuristic's schedule (any order) when it
+is cheaper than theirs, so they are never above a heuristic; ``any_order=False`` tests the
+fixed-order search alone.
 """
 
 import math
@@ -17,14 +20,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import compute_graphs
+from strategies import compute_graphs, structured_graphs
 
 from bruteforce import optimal_cost
 from remat_core import (ComputeGraph, InfeasibleBudget, Node, SolverOptionError, checkpoint_all_cost,
-                        checkpoint_all_peak, memory_lower_bound, simulate, solve)
-from remat_core.generators import training_chain
+                        checkpoint_all_peak, list_solvers, memory_lower_bound, simulate, solve, with_backward)
+from remat_core.generators import k_tree, random_dag, training_chain
 from remat_core.solvers._checkmate_model import CheckmateModel
-from remat_core.solvers._stage_greedy import HEURISTIC_STARTS, best_stage_start, greedy_stage_schedule
+from remat_core.solvers._portfolio import QUICK_HEURISTICS, run_quick_heuristics
+from remat_core.solvers._stage_greedy import best_stage_start, greedy_stage_schedule
 from remat_core.solvers._stages import (_checked_computes, computes_from_matrix, computes_from_ops, measure, stage_grid,
                                         stage_matrices, stage_ops)
 from remat_core.solvers.checkmate_lp import lp_lower_bound, repair_r
@@ -100,15 +104,18 @@ def test_greedy_warm_start_fits_when_it_returns(graph, fraction):
 
 # -- against the brute-force optimum ----------------------------------------------------------------
 
+def cost_of(schedule):
+    return schedule.stats["cost"] if schedule is not None else math.inf
+
+
 @settings(max_examples=40)
 @given(compute_graphs(max_nodes=9), st.floats(0.0, 1.0))
-def test_exact_solvers_never_beat_the_optimum_and_the_lp_bounds_the_milp(graph, fraction):
+def test_exact_solvers_never_beat_the_optimum_and_the_lp_bounds_the_fixed_order_milp(graph, fraction):
     budget = budget_between(graph, fraction)
     best = optimal_cost(graph, budget)
-    milp = cost_or_inf(graph, budget, "checkmate-milp")
-    costs = {name: (s.stats["cost"] if s is not None else math.inf)
-             for name, s in (("checkmate-milp", milp), ("checkmate-lp", cost_or_inf(graph, budget, "checkmate-lp")),
-                             ("moccasin", cost_or_inf(graph, budget, "moccasin")))}
+    milp = cost_or_inf(graph, budget, "checkmate-milp", any_order=False)
+    costs = {"checkmate-milp": cost_of(milp), "checkmate-lp": cost_of(cost_or_inf(graph, budget, "checkmate-lp")),
+             "moccasin": cost_of(cost_or_inf(graph, budget, "moccasin", any_order=False))}
     for name, cost in costs.items():
         assert cost >= best - TOL, name
     assert costs["moccasin"] >= costs["checkmate-milp"] - TOL  # moccasin is milp with <= 2 computes per node
@@ -118,6 +125,8 @@ def test_exact_solvers_never_beat_the_optimum_and_the_lp_bounds_the_milp(graph, 
     assert checkpoint_all_cost(graph) - TOL <= bound <= costs["checkmate-milp"] + TOL
     if milp is not None:
         assert milp.solver_info["exact"] and milp.solver_info["mip_gap"] == 0.0
+    for name in ("checkmate-milp", "moccasin"):  # with the heuristics' schedules in any order
+        assert best - TOL <= cost_of(cost_or_inf(graph, budget, name)) <= costs[name] + TOL
 
 
 def test_a_misreported_mip_start_is_solved_again():
@@ -130,18 +139,21 @@ def test_a_misreported_mip_start_is_solved_again():
                                                       ("n6", 0, 4.0))]
     edges = [("p0", "n0"), ("p1", "n0"), ("p1", "n3"), ("n3", "n4"), ("n0", "n4"), ("n1", "n6")]
     graph = ComputeGraph(nodes, edges, name="misreported-start")
-    milp = solve(graph, 119, "checkmate-milp", time_limit=20)
+    milp = solve(graph, 119, "checkmate-milp", time_limit=20, any_order=False)
     assert optimal_cost(graph, 119) == pytest.approx(40.0)
     assert milp.stats["cost"] == pytest.approx(47.0)
     assert milp.solver_info["exact"] and milp.solver_info["lower_bound"] == pytest.approx(47.0)
+    anywhere = solve(graph, 119, "checkmate-milp", time_limit=20)  # a heuristic computes n1 last
+    assert anywhere.stats["cost"] == pytest.approx(40.0) and not anywhere.solver_info["exact"]
+    assert anywhere.solver_info["fixed_order"]["cost"] == pytest.approx(47.0)
 
 
 @settings(max_examples=30)
 @given(compute_graphs(max_nodes=8), st.floats(0.0, 1.0))
 def test_moccasin_with_enough_intervals_is_checkmate(graph, fraction):
     budget = budget_between(graph, fraction)
-    milp = cost_or_inf(graph, budget, "checkmate-milp")
-    mocc = cost_or_inf(graph, budget, "moccasin", intervals=len(graph))
+    milp = cost_or_inf(graph, budget, "checkmate-milp", any_order=False)
+    mocc = cost_or_inf(graph, budget, "moccasin", intervals=len(graph), any_order=False)
     assert (milp is None) == (mocc is None)
     if milp is not None:
         assert mocc.stats["cost"] == pytest.approx(milp.stats["cost"])
@@ -188,13 +200,18 @@ def test_fixed_order_can_cost_more():
     # order B1, B2, (free B1), A, out peaks at 12 with no recomputation; A first needs 16
     assert checkpoint_all_peak(graph) == 16
     assert optimal_cost(graph, 12) == checkpoint_all_cost(graph) == 8.0
-    milp = solve(graph, 12, "checkmate-milp", time_limit=10)
+    milp = solve(graph, 12, "checkmate-milp", time_limit=10, any_order=False)
     assert milp.stats["cost"] == 13.0  # A is computed, dropped for B1, and recomputed for out
     assert milp.solver_info["exact"]
     assert [r["rule"] for r in milp.reasons if r["text"].startswith("recomputed")] == ["milp"]
     recompute = next(r for r in milp.reasons if r["text"].startswith("recomputed"))
     assert recompute["consumer"] == "out" and recompute["stage"] == 3
     assert lp_lower_bound(graph, 12) > optimal_cost(graph, 12)  # the bound holds for this order only
+    for solver in ("checkmate-milp", "moccasin"):  # a heuristic builds the B branch first
+        anywhere = solve(graph, 12, solver, time_limit=10)
+        info = anywhere.solver_info
+        assert anywhere.stats["cost"] == 8.0 and info["source"] in QUICK_HEURISTICS and not info["exact"]
+        assert info["fixed_order"]["cost"] == 13.0 and "mip_gap" not in info and "gap" not in info
 
 
 def test_infeasible_in_the_fixed_order():
@@ -206,19 +223,74 @@ def test_infeasible_in_the_fixed_order():
     graph = ComputeGraph([Node(k, m, float(c)) for k, (m, c) in sizes.items()], edges, ["n3", "n7", "n8"])
     budget = 141
     assert memory_lower_bound(graph) == budget and optimal_cost(graph, budget) < math.inf
-    for solver in EXACT:
+    for solver, options in (("checkmate-milp", {"any_order": False}), ("checkmate-lp", {}),
+                            ("moccasin", {"any_order": False})):
         with pytest.raises(InfeasibleBudget) as info:
-            solve(graph, budget, solver, time_limit=10)
+            solve(graph, budget, solver, time_limit=10, **options)
         assert info.value.smallest_feasible > budget
+    for solver in ("checkmate-milp", "moccasin"):  # heuristics' schedules outside the fixed-order family fit
+        anywhere = solve(graph, budget, solver, time_limit=10)
+        assert anywhere.stats["peak"] <= budget and anywhere.stats["cost"] >= optimal_cost(graph, budget)
+        assert "refusal" in anywhere.solver_info["fixed_order"] and not anywhere.solver_info["exact"]
 
 
 # -- results, options, output ----------------------------------------------------------------------
 
+HEURISTICS = [spec.name for spec in list_solvers() if spec.name not in ("checkmate-milp", "moccasin")]
+"""Every registered solver but the two exact searches."""
+
+
+@settings(max_examples=30)
+@given(st.one_of(compute_graphs(max_nodes=9), structured_graphs(max_nodes=12)), st.floats(0.0, 1.0))
+def test_exact_solvers_are_never_above_a_heuristic(graph, fraction):
+    """Where the fixed order costs more (or fits nowhere), a heuristic's cheaper schedule is returned.
+
+    checkmate-lp's roundings count against checkmate-milp only: they are in the same order, so the
+    MILP's proved optimum is at most theirs; moccasin's two intervals per node can miss them.
+    """
+    budget = budget_between(graph, fraction)
+    rivals = {name: cost_of(cost_or_inf(graph, budget, name)) for name in HEURISTICS}
+    for solver in ("checkmate-milp", "moccasin"):
+        schedule = cost_or_inf(graph, budget, solver)
+        best = min(cost for name, cost in rivals.items() if solver == "checkmate-milp" or name != "checkmate-lp")
+        assert cost_of(schedule) <= best + TOL, solver
+        if schedule is not None and "source" in schedule.solver_info:
+            info = schedule.solver_info
+            assert rivals[info["source"]] == schedule.stats["cost"] and not info["exact"]
+            fixed = info["fixed_order"]
+            assert "refusal" in fixed or fixed["cost"] > schedule.stats["cost"]
+
+
+def test_a_heuristic_beats_the_fixed_order_searched_under_a_time_limit():
+    """The audit's case: at 5 bytes the MILP found a 133-cost schedule in 5 s, treewidth one of 61.
+
+    HiGHS's bound for the fixed order was 80 there, so no fixed-order schedule reaches 61.
+    """
+    graph = k_tree(40, 3, seed=1)
+    treewidth = solve(graph, 5, "treewidth").stats["cost"]
+    for solver in ("checkmate-milp", "moccasin"):
+        schedule = solve(graph, 5, solver, time_limit=2)
+        info = schedule.solver_info
+        assert schedule.stats["cost"] == treewidth and info["source"] in QUICK_HEURISTICS
+        assert "refusal" in info["fixed_order"] or info["fixed_order"]["cost"] > treewidth
+
+
 def test_checkpoint_all_fits_is_proved_optimal_at_once():
     graph = training_chain(6)
-    for solver in ("checkmate-milp", "moccasin"):
+    for solver in EXACT:
         schedule = solve(graph, checkpoint_all_peak(graph), solver)
         assert schedule.solver_info["exact"] and schedule.stats["recomputes"] == 0
+        if solver == "checkmate-lp":
+            assert schedule.solver_info["lp_lower_bound"] == checkpoint_all_cost(graph)
+
+
+def test_the_lp_rounding_meets_a_budget_checkpoint_all_meets():
+    """Rounding this graph's LP at the checkpoint-all peak gave no schedule within it (and named 164
+    bytes as the smallest feasible budget) before checkpoint-all was tried first."""
+    graph = with_backward(random_dag(3, 0.346, max_mem=40, max_cost=9, seed=14), trainable=["in0"])
+    peak = checkpoint_all_peak(graph)
+    schedule = solve(graph, peak, "checkmate-lp", time_limit=10)
+    assert schedule.stats["peak"] <= peak and schedule.stats["recomputes"] == 0
 
 
 def test_lp_solver_reports_its_bound_and_the_rounding():
@@ -240,7 +312,7 @@ def test_milp_reports_gap_bound_and_incumbents():
     assert info["status"] == "optimal" and info["mip_gap"] == 0.0
     assert info["lower_bound"] == pytest.approx(schedule.stats["cost"])
     assert info["incumbents"] and info["incumbents"][-1][1] == pytest.approx(schedule.stats["cost"])
-    assert info["warm_start"] in ("greedy", "lp-rounding", None, *HEURISTIC_STARTS)
+    assert info["warm_start"] in ("greedy", "lp-rounding", None, *QUICK_HEURISTICS)
     assert info["integer_variables"] < info["variables"]  # only R is integral
 
 
@@ -270,7 +342,7 @@ def test_moccasin_phase1_proves_the_smallest_peak_with_one_interval():
     """With one interval per node nothing can be recomputed: phase 1 proves checkpoint-all's peak is the least."""
     graph = training_chain(5)
     with pytest.raises(InfeasibleBudget) as info:
-        solve(graph, checkpoint_all_peak(graph) - 1, "moccasin", time_limit=10, intervals=1)
+        solve(graph, checkpoint_all_peak(graph) - 1, "moccasin", time_limit=10, intervals=1, any_order=False)
     assert info.value.smallest_feasible == checkpoint_all_peak(graph)
     assert "proved" in info.value.detail and "intervals" in info.value.detail
 
@@ -351,11 +423,11 @@ def test_eviction_schedules_are_in_stage_form_and_no_dearer_there(graph, fractio
 def test_the_best_start_fits_and_respects_the_cap(graph, fraction, cap):
     budget = budget_between(graph, fraction)
     grid = stage_grid(graph)
-    start = best_stage_start(grid, budget, max_computes=cap)
+    start = best_stage_start(grid, budget, run_quick_heuristics(graph, budget), max_computes=cap)
     if start is None:
         return
     computes, source, cost = start
-    assert source in ("greedy", *HEURISTIC_STARTS)
+    assert source in ("greedy", *QUICK_HEURISTICS)
     peak, measured = measure(grid, computes)
     assert measured == pytest.approx(cost) and peak <= budget
     if cap is not None:
@@ -367,7 +439,7 @@ def test_moccasin_is_never_dearer_than_its_hint():
     """With almost no time CP-SAT may return nothing better: the hint is returned, never anything worse."""
     graph = training_chain(40)
     budget = budget_between(graph, 0.3)
-    schedule = solve(graph, budget, "moccasin", time_limit=0.05)
+    schedule = solve(graph, budget, "moccasin", time_limit=0.05, any_order=False)
     info = schedule.solver_info
-    assert info["hint"] in ("greedy", *HEURISTIC_STARTS)
+    assert info["hint"] in ("greedy", *QUICK_HEURISTICS)
     assert schedule.stats["cost"] <= info["hint_cost"] + TOL and schedule.stats["peak"] <= budget

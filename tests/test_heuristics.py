@@ -1,4 +1,5 @@
-"""The heuristic solvers: valid, never better than the true optimum, optimal where theory says so, explained."""
+"""The heuristic solvers (the separator solvers included): valid, never better than the true optimum, optimal
+where theory says so, explained."""
 
 import math
 from functools import lru_cache
@@ -17,7 +18,8 @@ from remat_core.solvers._chain import linear_chain
 from remat_core.solvers._plans import plan_computes
 from remat_core.solvers.griewank import binomial_splits, forward_steps, optimal_splits, revolve_plan
 
-HEURISTICS = ("chen-sqrt", "chen-greedy", "griewank", "rotor", "dtr", "dtr-eq", "lru", "largest-first", "greedy-size")
+HEURISTICS = ("chen-sqrt", "chen-greedy", "griewank", "rotor", "dtr", "dtr-eq", "lru", "largest-first", "greedy-size",
+              "treewidth", "pathwidth", "pathwidth-linear")
 
 
 def solved_cost(graph, budget, solver):

@@ -8,22 +8,47 @@ from hypothesis import strategies as st
 from strategies import compute_graphs, structured_graphs, training_graphs
 
 from remat_core import (DecompositionError, InfeasibleBudget, SolverLimitExceeded, checkpoint_all_cost,
-                        checkpoint_all_peak, memory_lower_bound, simulate, solve)
+                        checkpoint_all_peak, list_solvers, memory_lower_bound, simulate, solve)
 from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
 from remat_core.generators import k_tree, random_dag, random_tree, series_parallel, training_chain
-from remat_core.solvers._separator_recursion import pure_bounds, separator_hierarchy
+from remat_core.solvers._portfolio import QUICK_HEURISTICS
+from remat_core.solvers._separator_recursion import PURE_REUSE_COMPUTES_PER_NODE, pure_bounds, separator_hierarchy
 
 SOLVERS = ("treewidth", "pathwidth", "pathwidth-linear")
+SEARCHES = ("checkmate-milp", "checkmate-lp", "moccasin")
+"""The solvers that search with a time limit (an LP, a MILP, CP-SAT): every other registered solver is a heuristic."""
 
 
-def solve_or_infeasible(graph, budget, solver, **options):
+def known_feasible(graph, solver, budget_aware=True):
+    """A budget the solver must meet: its pure recursion's peak, and budget-aware also the checkpoint-all peak.
+
+    Budget-aware runs replay the pure recursion when it stays under PURE_REUSE_COMPUTES_PER_NODE
+    computes per node, so its peak counts only then.
+    """
+    pure = solve(graph, 10**15, solver, budget_aware=False).stats
+    if not budget_aware:
+        return pure["peak"]
+    if pure["computes"] <= PURE_REUSE_COMPUTES_PER_NODE * len(graph):
+        return min(pure["peak"], checkpoint_all_peak(graph))
+    return checkpoint_all_peak(graph)
+
+
+def solve_checked(graph, budget, solver, budget_aware=True, **options):
+    """solve(), with every answer checked: a schedule valid and within budget through the simulator;
+    a refusal only below a budget known feasible for the solver, naming a budget above this one at
+    which the solver then succeeds. Pure runs succeed exactly from their peak up."""
     try:
-        schedule = solve(graph, budget, solver, **options)
+        schedule = solve(graph, budget, solver, budget_aware=budget_aware, **options)
     except InfeasibleBudget as e:
-        assert e.smallest_feasible is None or e.smallest_feasible > budget
+        assert budget < known_feasible(graph, solver, budget_aware)
+        assert e.smallest_feasible is not None and e.smallest_feasible > budget
+        if not budget_aware:
+            assert e.smallest_feasible == known_feasible(graph, solver, budget_aware=False)
+        assert solve_checked(graph, e.smallest_feasible, solver, budget_aware, **options) is not None
         return None
     result = simulate(graph, schedule, budget=budget)
     assert schedule.stats["peak"] == result.peak <= budget
+    assert schedule.stats["cost"] == result.cost
     return schedule
 
 
@@ -33,21 +58,21 @@ def solve_or_infeasible(graph, budget, solver, **options):
 def test_valid_on_random_dags(graph, fraction, budget_aware):
     budget = max(memory_lower_bound(graph), int(checkpoint_all_peak(graph) * fraction))
     for solver in SOLVERS:
-        solve_or_infeasible(graph, budget, solver, budget_aware=budget_aware)
+        solve_checked(graph, budget, solver, budget_aware)
 
 
 @given(structured_graphs(), st.floats(0.0, 1.2), st.booleans())
 def test_valid_on_k_trees_series_parallel_and_training_chains(graph, fraction, budget_aware):
     budget = max(memory_lower_bound(graph), int(checkpoint_all_peak(graph) * fraction))
     for solver in SOLVERS:
-        solve_or_infeasible(graph, budget, solver, budget_aware=budget_aware)
+        solve_checked(graph, budget, solver, budget_aware)
 
 
 @given(training_graphs(), st.floats(0.0, 1.2), st.booleans())
 def test_valid_on_training_graphs_of_random_dags(graph, fraction, budget_aware):
     budget = max(memory_lower_bound(graph), int(checkpoint_all_peak(graph) * fraction))
     for solver in SOLVERS:
-        solve_or_infeasible(graph, budget, solver, budget_aware=budget_aware)
+        solve_checked(graph, budget, solver, budget_aware)
 
 
 @given(training_graphs())
@@ -120,8 +145,8 @@ def test_pure_treewidth_memory_on_training_chains_is_logarithmic(n):
     assert s.stats["peak"] <= 1 + (h + 1) * (d.width + 1 + 2)  # unit sizes: bag + two inputs per level
 
 
-def _check_linear_bounds(graph):
-    s = solve(graph, 10**12, "pathwidth-linear", budget_aware=False)
+def _check_linear_bounds(graph, segments=0):
+    s = solve(graph, 10**12, "pathwidth-linear", budget_aware=False, segments=segments)
     d = path_decomposition(graph)
     cut_vertices = {graph.index[v] for b in s.solver_info["cut_bags"] for v in d.bags[b]}
     counts = s.simulation.compute_counts
@@ -146,10 +171,19 @@ def test_linear_compute_count_and_memory_bounds_on_structured_graphs(graph):
     _check_linear_bounds(graph)
 
 
+@pytest.mark.parametrize("layers", [*range(1, 81), 400])
+def test_linear_computes_a_training_chain_node_at_most_three_times(layers):
+    """The general bound is 2(k+1)+1 = 7 at width 2; on training chains the count is 2 or 3."""
+    g = training_chain(layers)
+    s = solve(g, 10**9, "pathwidth-linear", budget_aware=False)
+    assert path_decomposition(g).width <= 2
+    assert max(s.simulation.compute_counts.values()) <= 3
+
+
 def test_linear_on_a_long_training_chain_is_a_sqrt_scheme():
     g = training_chain(400)
     s = solve(g, 10**9, "pathwidth-linear", budget_aware=False)
-    assert max(s.simulation.compute_counts.values()) <= 2 * 3 + 1
+    assert max(s.simulation.compute_counts.values()) <= 3
     assert s.stats["peak"] <= 6 * math.sqrt(len(g))  # vs checkpoint-all's ~n/2
     assert checkpoint_all_peak(g) > 400
 
@@ -168,12 +202,58 @@ def test_a_bigger_budget_costs_no_more_up_to_the_tolerance(solver, graph):
     lower, peak = memory_lower_bound(graph), checkpoint_all_peak(graph)
     costs = []
     for k in range(13):
-        s = solve_or_infeasible(graph, int(lower + (peak - lower) * k / 12), solver)
+        s = solve_checked(graph, int(lower + (peak - lower) * k / 12), solver)
         if s is not None:
             costs.append(s.stats["cost"])
     assert costs and costs[-1] == checkpoint_all_cost(graph)
     for smaller, bigger in zip(costs, costs[1:]):
         assert bigger <= smaller * (1 + MONOTONE_TOLERANCE)
+
+
+def registered_heuristics():
+    return [spec.name for spec in list_solvers() if spec.name not in SEARCHES]
+
+
+def test_the_fallback_portfolio_holds_every_registered_heuristic():
+    assert set(QUICK_HEURISTICS) | {"checkpoint-all"} == set(registered_heuristics())
+
+
+@settings(max_examples=50)
+@given(st.one_of(compute_graphs(max_nodes=14), structured_graphs(max_nodes=30), training_graphs(max_forward=8)),
+       st.floats(0.0, 1.0))
+def test_never_refused_where_any_heuristic_fits(graph, fraction):
+    """A budget-aware separator solver refuses a budget only when every registered heuristic does, and
+    then names the smallest budget any of them knows to be feasible."""
+    budget = int(memory_lower_bound(graph) + (checkpoint_all_peak(graph) - memory_lower_bound(graph)) * fraction)
+    fits, named = [], []
+    for name in registered_heuristics():
+        try:
+            solve(graph, budget, name)
+            fits.append(name)
+        except InfeasibleBudget as e:
+            named.append(e.smallest_feasible)
+    for solver in SOLVERS:
+        try:
+            solve(graph, budget, solver)
+        except InfeasibleBudget as e:
+            assert not fits, f"{solver} refused {budget} bytes, where {', '.join(fits)} found a schedule"
+            assert e.smallest_feasible == min(named)
+
+
+@pytest.mark.parametrize("graph, budget, fits_own", [
+    (random_dag(30, 0.15, seed=3), 473, {"pathwidth"}),
+    (k_tree(40, 3, seed=1), 5, {"treewidth", "pathwidth-linear"}),
+], ids=["random-dag", "k-tree"])
+def test_a_solver_whose_decomposition_fails_falls_back_on_another(graph, budget, fits_own):
+    """Budgets the audit found refused while another separator solver met them."""
+    for solver in SOLVERS:
+        s = solve_checked(graph, budget, solver)
+        fallback = s.solver_info["strategy"].startswith("fallback: ")
+        assert fallback == (solver not in fits_own)
+        if fallback:
+            assert s.solver_info["fallback"] in fits_own and s.solver_info["own_refusal"]
+            with pytest.raises(InfeasibleBudget):
+                solve(graph, budget, solver, fallback=False)
 
 
 @pytest.mark.parametrize("solver", ["treewidth", "pathwidth"])
@@ -249,9 +329,22 @@ def test_recursion_limit_is_a_clear_error_when_pure_and_a_fallback_when_budget_a
     assert "checkpoint-all" in s.solver_info["strategy"]
 
 
-@settings(max_examples=20)
-@given(st.integers(1, 12))
+@pytest.mark.parametrize("segments", range(1, 13))
 def test_explicit_segment_count(segments):
+    """The path is cut into exactly the segments asked for, at non-adjacent bags, into runs that
+    introduce about equal numbers of vertices; one segment is checkpoint-all."""
     g = training_chain(60)
-    s = solve(g, checkpoint_all_peak(g), "pathwidth-linear", segments=segments, budget_aware=False)
-    assert s.solver_info["segments"] <= segments
+    d = path_decomposition(g)
+    s = solve(g, 10**9, "pathwidth-linear", segments=segments, budget_aware=False)
+    cuts = s.solver_info["cut_bags"]
+    assert s.solver_info["segments"] == segments == len(cuts) + 1
+    assert all(b - a >= 2 for a, b in zip([-1] + cuts, cuts + [len(d) + 1]))
+    introduced = [len(set(d.bags[i]) - set(d.bags[i - 1]) if i else d.bags[0]) for i in range(len(d))]
+    bounds = [0] + cuts + [len(d)]
+    runs = [sum(introduced[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
+    assert max(runs) - min(runs) <= 2 * (d.width + 1)
+    _check_linear_bounds(g, segments=segments)
+    if segments == 1:
+        assert s.stats["recomputes"] == 0
+    else:
+        assert s.stats["peak"] < checkpoint_all_peak(g)

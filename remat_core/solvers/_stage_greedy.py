@@ -1,7 +1,7 @@
 """Quick frontier-advancing schedules under a budget: the warm starts of the exact solvers.
 
 :func:`best_stage_start` is what the exact solvers start from: the cheapest of this module's greedy
-and of the heuristic solvers' schedules that are in stage form (:data:`HEURISTIC_STARTS`).
+and of the quick heuristics' schedules (:data:`~._portfolio.QUICK_HEURISTICS`) that are in stage form.
 
 The greedy (:func:`greedy_stage_schedule`):
 Walk the stages of the fixed order. In stage ``t``, recompute the missing ancestors of ``v_t``
@@ -17,39 +17,33 @@ from __future__ import annotations
 
 import math
 
-from ..errors import InfeasibleBudget, RematError
+from typing import Iterable
+
+from ._portfolio import Attempt
 from ._stages import StageCompute, StageGrid, computes_from_ops, measure
 
-HEURISTIC_STARTS = ("dtr", "dtr-eq", "greedy-size", "largest-first", "lru", "chen-greedy", "chen-sqrt", "rotor",
-                    "griewank", "treewidth", "pathwidth", "pathwidth-linear")
-"""The heuristic solvers whose schedules :func:`best_stage_start` tries (each runs in well under a
-second on graphs the exact solvers take). The eviction solvers run in the grid's topological order,
-so their schedules are in stage form; the others are when their first computations happen to be."""
 
-
-def best_stage_start(grid: StageGrid, budget: int, max_computes: int | None = None,
-                     heuristics: bool = True) -> tuple[list[StageCompute], str, float] | None:
+def best_stage_start(grid: StageGrid, budget: int, attempts: Iterable[Attempt] = (),
+                     max_computes: int | None = None) -> tuple[list[StageCompute], str, float] | None:
     """The cheapest stage-form schedule that fits ``budget``: ``(computes, source, cost)``, or None.
 
-    Tries :func:`greedy_stage_schedule` and, with ``heuristics``, every solver of
-    :data:`HEURISTIC_STARTS` whose schedule converts (:func:`~._stages.computes_from_ops`), fits after
-    the conversion, and computes no node more than ``max_computes`` times. ``source`` names the
-    winner ("greedy" or the solver's name).
+    Tries :func:`greedy_stage_schedule` and the schedule of every attempt
+    (:func:`~._portfolio.run_quick_heuristics`) that converts (:func:`~._stages.computes_from_ops`),
+    fits after the conversion, and computes no node more than ``max_computes`` times. The eviction
+    solvers run in the grid's topological order, so their schedules always convert; the others'
+    do when their first computations happen to follow it. ``source`` names the winner ("greedy" or
+    the solver's name).
     """
-    from .api import solve  # the registry's front door: imported here, the solvers import this module
-
     candidates: list[tuple[list[StageCompute], str]] = []
     greedy = greedy_stage_schedule(grid, budget, max_computes=max_computes)
     if greedy is not None:
         candidates.append((greedy, "greedy"))
-    for name in HEURISTIC_STARTS if heuristics else ():
-        try:
-            schedule = solve(grid.graph, budget, name)
-        except (InfeasibleBudget, RematError):
+    for attempt in attempts:
+        if attempt.schedule is None:
             continue
-        computes = computes_from_ops(grid, schedule.ops)
+        computes = computes_from_ops(grid, attempt.schedule.ops)
         if computes is not None:
-            candidates.append((computes, name))
+            candidates.append((computes, attempt.solver))
     best = None
     for computes, source in candidates:
         if max_computes is not None and max(_computes_per_node(computes).values()) > max_computes:

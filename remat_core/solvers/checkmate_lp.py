@@ -2,7 +2,8 @@
 
 The LP relaxation of Checkmate's MILP (:mod:`remat_core.solvers._checkmate_model`) is solved
 once; its optimum is a lower bound on the cost of every frontier-advancing schedule in the
-graph's topological order (:func:`lp_lower_bound`). A schedule is then made by two-phase
+graph's fixed topological order (:func:`lp_lower_bound`), not on every schedule: one in another
+order can cost less. A schedule is then made by two-phase
 rounding: round the fractional ``S`` (what to keep between stages) to 0/1, then *repair* ``R``:
 the cheapest recomputations that make the rounded ``S`` valid. Rounding ignores the memory rows,
 so a rounded schedule may overflow the budget; as Checkmate does, the LP is then solved again at a
@@ -21,10 +22,10 @@ import numpy as np
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from ..simulate import checkpoint_all_peak
+from ..simulate import checkpoint_all_cost, checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, ModelSize, check_model_size
-from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, computes_from_matrix, measure, stage_grid,
-                      stage_schedule)
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_if_it_fits, computes_from_matrix,
+                      measure, stage_grid, stage_schedule)
 from .base import Option, register
 
 DEFAULT_MAX_NODES = 500
@@ -158,7 +159,7 @@ def round_lp(grid: StageGrid, budget: int, *, time_limit: float, rounding: str =
 
 
 def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = None) -> float | None:
-    """The LP relaxation's optimum: a lower bound on the cost of any frontier-advancing schedule.
+    """The LP relaxation's optimum: a lower bound on the cost of the frontier-advancing schedules of the fixed order.
 
     Parameters
     ----------
@@ -179,8 +180,9 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
     -----
     The bound covers the schedules Checkmate's MILP can express: every node first computed in the
     graph's topological order, recomputations within a stage in that order, each at most once per
-    stage. A schedule in another order may cost less. It never exceeds the MILP optimum, and is at
-    least the checkpoint-all cost (each needed node computed once).
+    stage. It is not a bound over all schedules: a schedule in another order may cost less (the
+    heuristics' often do). It never exceeds the MILP optimum in this order, and is at least the
+    checkpoint-all cost (each needed node computed once).
 
     Raises
     ------
@@ -199,7 +201,8 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
 
 
 @register("checkmate-lp", "Checkmate's LP relaxation with two-phase rounding (round S, repair R), retried at "
-                          "shrinking budgets; solver_info['lp_lower_bound'] bounds every frontier-advancing schedule.",
+                          "shrinking budgets; solver_info['lp_lower_bound'] bounds the frontier-advancing schedules of "
+                          "the fixed topological order (not all schedules).",
           exact=False,
           options=(Option("rounding", str, "sweep", "'sweep': thresholds 0.1..0.9 on S; 'randomized': random "
                                                     "roundings", choices=("sweep", "randomized")),
@@ -233,7 +236,8 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
     -------
     Schedule
         The cheapest rounded schedule within budget. ``solver_info`` holds ``lp_lower_bound``
-        (the LP optimum at the full budget), the rounding picked, and one entry per LP solved.
+        (the LP optimum at the full budget: a bound for this order only), the rounding picked,
+        and one entry per LP solved.
 
     Raises
     ------
@@ -245,7 +249,9 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
 
     Notes
     -----
-    Steps: build the LP (O(n^2) variables, O(n (n + |E|)) rows); solve it with HiGHS; round ``S``
+    When checkpoint-all fits it is returned at once, proved optimal (computing every needed node
+    once is a lower bound, so the LP's optimum is its cost): rounding the LP could otherwise miss
+    it and refuse a budget that checkpoint-all meets. Steps: build the LP (O(n^2) variables, O(n (n + |E|)) rows); solve it with HiGHS; round ``S``
     (threshold sweep or random), repair ``R`` (:func:`repair_r`), simulate each rounding; if none
     fits, shrink the LP's budget by ``1 - epsilon`` and repeat, at most ``retries`` times.
 
@@ -258,6 +264,11 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
     grid = stage_grid(graph)
     check_model_size(grid, max_nodes, "checkmate-lp")
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    trivial = checkpoint_all_if_it_fits(grid, budget, rule=_RULE, solver_info={
+        "lp_lower_bound": checkpoint_all_cost(graph), "time_limit": limit, "order": "graph topological order",
+        "stages": grid.n})
+    if trivial is not None:
+        return trivial
     result = round_lp(grid, budget, time_limit=limit, rounding=rounding, samples=samples, epsilon=epsilon,
                       retries=retries, seed=seed)
     info = {"lp_lower_bound": result.lp_lower_bound, "attempts": result.attempts, "rounding": result.picked,

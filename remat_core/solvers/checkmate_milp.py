@@ -9,7 +9,10 @@ What the fixed order restricts: the first computation of every node follows the 
 topological order (one new node per stage), recomputations inside a stage follow the same order,
 and a node is recomputed at most once per stage. A schedule outside that family (another first
 order, or a node recomputed twice between two frontier steps) may be cheaper or fit a smaller
-budget; "optimal" and ``exact`` here mean optimal among frontier-advancing schedules of this order.
+budget; "optimal", ``exact``, ``mip_gap`` and ``lower_bound`` here hold among frontier-advancing
+schedules of this order only. So that the solver is never above a heuristic, the quick heuristics'
+schedules (any order) compete: a cheaper one is returned instead, with the MILP's own result kept
+in ``solver_info["fixed_order"]`` (``any_order=False``: the fixed-order result alone).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, check_model_size, relative_gap
+from ._portfolio import ANY_ORDER, Attempt, prefer_cheaper_heuristic, run_quick_heuristics
 from ._stage_greedy import best_stage_start
 from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_if_it_fits, computes_from_matrix,
                       measure, stage_grid, stage_schedule)
@@ -38,17 +42,17 @@ _RULE = "milp"
 _BECAUSE = "the MILP keeps memory under budget"
 
 
-def _warm_start(grid: StageGrid, budget: int, how: str, time_limit: float) -> tuple[
+def _warm_start(grid: StageGrid, budget: int, how: str, time_limit: float, attempts: list[Attempt]) -> tuple[
         list[StageCompute] | None, dict[str, Any]]:
     """A schedule in the MILP's form that fits the budget, to start HiGHS from (None: none found).
 
     ``greedy``: :func:`~remat_core.solvers._stage_greedy.greedy_stage_schedule`; ``lp-rounding``:
-    Checkmate's rounded LP; ``auto``: the cheapest of the greedy and the heuristic solvers'
-    schedules in stage form (:func:`~remat_core.solvers._stage_greedy.best_stage_start`), then the
-    rounded LP if none fits.
+    Checkmate's rounded LP; ``auto``: the cheapest of the greedy and the quick heuristics'
+    schedules (``attempts``) in stage form (:func:`~remat_core.solvers._stage_greedy.best_stage_start`),
+    then the rounded LP if none fits.
     """
     if how in ("auto", "greedy"):
-        start = best_stage_start(grid, budget, heuristics=how == "auto")
+        start = best_stage_start(grid, budget, attempts if how == "auto" else ())
         if start is not None:
             computes, source, cost = start
             return computes, {"warm_start": source, "warm_start_cost": cost}
@@ -76,12 +80,13 @@ def _warm_start(grid: StageGrid, budget: int, how: str, time_limit: float) -> tu
                    Option("warm_start_share", float, 0.25, "share of the time limit the warm start may use",
                           low=0.01, high=0.9),
                    Option("max_nodes", int, DEFAULT_MAX_NODES, "refuse graphs with more nodes to compute", low=1,
-                          high=100000)),
+                          high=100000),
+                   ANY_ORDER),
           reference="Jain et al., Checkmate: Breaking the Memory Wall with Optimal Tensor Rematerialization, "
                     "MLSys 2020")
 def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, mip_gap: float = 0.0,
                    warm_start: str = "auto", warm_start_share: float = 0.25,
-                   max_nodes: int = DEFAULT_MAX_NODES) -> Schedule:
+                   max_nodes: int = DEFAULT_MAX_NODES, any_order: bool = True) -> Schedule:
     """Checkmate's MILP: the cheapest frontier-advancing schedule of the topological order.
 
     Parameters
@@ -106,19 +111,26 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
         Share of the time limit the warm start may use.
     max_nodes : int
         Refuse larger graphs (the model has O(n^2) variables).
+    any_order : bool
+        Return a quick heuristic's schedule (any order) when it costs less than the MILP's, or
+        when the MILP finds none (:func:`~remat_core.solvers._portfolio.prefer_cheaper_heuristic`).
 
     Returns
     -------
     Schedule
-        ``solver_info``: ``status`` (HiGHS's), ``mip_gap``, ``lower_bound`` (HiGHS's dual bound),
-        ``exact`` (gap 0: optimal for this order), the warm start and its cost, the model size,
-        and ``incumbents``: ``[seconds since the call, objective]`` of each improving solution.
+        The MILP's schedule: ``solver_info`` holds ``status`` (HiGHS's), ``mip_gap``,
+        ``lower_bound`` (HiGHS's dual bound), ``exact`` (gap 0: optimal for this order), the warm
+        start and its cost, the model size, and ``incumbents``: ``[seconds since the call,
+        objective]`` of each improving solution; all of these hold for this order only. A
+        heuristic's schedule: ``source`` (its name), ``exact`` False, ``why``, ``source_info``, and
+        ``fixed_order``: the MILP's own ``solver_info`` with its ``cost``, or its ``refusal``.
 
     Raises
     ------
     InfeasibleBudget
         When HiGHS proves that no frontier-advancing schedule of this order fits, or finds none
-        within the time limit (the detail says which).
+        within the time limit (the detail says which), and no quick heuristic fits either
+        (``any_order``).
     SolverOptionError
         If the graph is larger than ``max_nodes``.
 
@@ -144,7 +156,21 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
     if trivial is not None:
         return trivial
     started = time.perf_counter()
-    start, info = _warm_start(grid, budget, warm_start, limit * warm_start_share)
+    attempts = run_quick_heuristics(graph, budget) if any_order or warm_start == "auto" else []
+
+    def search() -> Schedule:
+        return _search(grid, budget, started, limit, mip_gap, warm_start, warm_start_share, attempts, base_info)
+
+    if not any_order:
+        return search()
+    return prefer_cheaper_heuristic(graph, budget, "checkmate-milp", search, attempts, base_info)
+
+
+def _search(grid: StageGrid, budget: int, started: float, limit: float, mip_gap: float, warm_start: str,
+            warm_start_share: float, attempts: list[Attempt], base_info: dict[str, Any]) -> Schedule:
+    """The MILP from its warm start: the best frontier-advancing schedule of the order found in the time left."""
+    graph = grid.graph
+    start, info = _warm_start(grid, budget, warm_start, limit * warm_start_share, attempts)
     model = CheckmateModel(grid, grid.free_budget(budget), integral=True)
     offset = time.perf_counter() - started
     solution = model.solve(max(limit - offset, 0.1), mip_gap=mip_gap,

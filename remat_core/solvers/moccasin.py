@@ -28,7 +28,9 @@ checkpoint-all hint; its first schedule that fits is the complete hint of phase 
 
 What it restricts: Checkmate's fixed order (see :mod:`~remat_core.solvers.checkmate_milp`), and
 at most ``C`` computations of each node. With ``C`` at least the number of stages it is exactly
-Checkmate's problem.
+Checkmate's problem. As for ``checkmate-milp``, the quick heuristics' schedules (any order)
+compete: a cheaper one is returned instead, the CP's own result kept in
+``solver_info["fixed_order"]`` (``any_order=False``: the CP's result alone).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ..schedule import Schedule
 from ..simulate import checkpoint_all_peak
 from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, checkpoint_all_if_it_fits,
                       instance_spans, measure, stage_grid, stage_schedule)
+from ._portfolio import ANY_ORDER, Attempt, prefer_cheaper_heuristic, run_quick_heuristics
 from ._stage_greedy import best_stage_start
 from .base import Option, register
 
@@ -239,11 +242,12 @@ class _IntervalModel:
                    Option("seed", int, 0, "CP-SAT random seed", low=0, high=2 ** 31 - 1),
                    Option("hint", bool, True, "start from the best quick schedule (greedy or heuristic) with at "
                                               "most `intervals` computes per node when one fits (else Moccasin's "
-                                              "phase 1 first)")),
+                                              "phase 1 first)"),
+                   ANY_ORDER),
           reference="Bartan, Li, Teague, Lott, Dilkina, Moccasin: Efficient Tensor Rematerialization for Neural "
                     "Networks, ICML 2023")
 def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, intervals: int = 2,
-             workers: int = 2, seed: int = 0, hint: bool = True) -> Schedule:
+             workers: int = 2, seed: int = 0, hint: bool = True, any_order: bool = True) -> Schedule:
     """Moccasin: the cheapest schedule with at most ``intervals`` computations per node.
 
     Parameters
@@ -264,19 +268,26 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
         hint. When none fits (or ``hint`` is false), Moccasin's
         phase 1 runs first: no budget, minimise ``max(peak, budget)`` from checkpoint-all, and the
         first schedule that fits becomes the hint of the real search.
+    any_order : bool
+        As for ``checkmate-milp``: a quick heuristic's schedule (any order) is returned when it
+        costs less than the CP's, or when the CP finds none.
 
     Returns
     -------
     Schedule
-        ``solver_info``: ``status`` (CP-SAT's), ``objective`` and ``lower_bound`` (in cost
-        units), ``gap``, ``exact`` (proved optimal within ``C`` intervals of this order),
-        ``cost_scale`` and ``objective_rounded`` (when costs had to be rounded to integers), and
-        ``incumbents``: ``[seconds since the call, objective]`` of each solution CP-SAT found.
+        The CP's schedule: ``solver_info`` holds ``status`` (CP-SAT's), ``objective`` and
+        ``lower_bound`` (in cost units), ``gap``, ``exact`` (proved optimal within ``C``
+        intervals of this order), ``cost_scale`` and ``objective_rounded`` (when costs had to be
+        rounded to integers), and ``incumbents``: ``[seconds since the call, objective]`` of each
+        solution CP-SAT found. A heuristic's schedule: ``source``, ``exact`` False, ``why``,
+        ``source_info`` and ``fixed_order`` (the CP's own ``solver_info`` and ``cost``, or its
+        ``refusal``).
 
     Raises
     ------
     InfeasibleBudget
-        When CP-SAT proves no schedule with ``C`` intervals fits, or finds none in time.
+        When CP-SAT proves no schedule with ``C`` intervals fits, or finds none in time, and no
+        quick heuristic fits either (``any_order``).
 
     Notes
     -----
@@ -298,8 +309,22 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     trivial = checkpoint_all_if_it_fits(grid, budget, rule=_RULE, solver_info={**base, "gap": 0.0})
     if trivial is not None:
         return trivial
+    attempts = run_quick_heuristics(graph, budget) if hint or any_order else []
+
+    def search() -> Schedule:
+        return _search(grid, budget, started, limit, intervals, workers, seed, hint, attempts, base)
+
+    if not any_order:
+        return search()
+    return prefer_cheaper_heuristic(graph, budget, "moccasin", search, attempts, base)
+
+
+def _search(grid: StageGrid, budget: int, started: float, limit: float, intervals: int, workers: int, seed: int,
+            hint: bool, attempts: list[Attempt], base: dict[str, Any]) -> Schedule:
+    """CP-SAT from the hint (or phase 1): the best schedule with at most ``intervals`` computes per node found."""
+    graph = grid.graph
     model = _IntervalModel(grid, grid.free_budget(budget), intervals)
-    start = best_stage_start(grid, budget, max_computes=intervals) if hint else None
+    start = best_stage_start(grid, budget, attempts, max_computes=intervals) if hint else None
     constant = float(grid.cost.sum())
     info: dict[str, Any] = {**base, "variables": model.variable_count(), "cost_scale": model.costs.scale,
                             "objective_rounded": model.costs.rounded, "hint": start[1] if start else None}

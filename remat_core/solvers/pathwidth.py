@@ -4,37 +4,41 @@
 bag first, the two halves below). ``pathwidth-linear`` cuts the path into about sqrt(n / (k + 1))
 segments at cut bags, keeps the cut bags' vertices resident, and recomputes inside one segment at
 a time: Chen et al.'s sqrt(n) checkpointing generalised from chains to any graph with a narrow path
-decomposition. Each vertex is computed at most ``2(k + 1) + 1`` times and the peak is about
-``mem(cut bags) + largest segment`` (see ``docs/algorithms.md``).
+decomposition. Each vertex is computed at most ``2(k + 1) + 1`` times (O(1) in n for a bounded
+width k; at most 3 on training chains, measured) and the peak is about ``mem(cut bags) + largest
+segment`` (see ``docs/algorithms.md``).
 """
 
 from __future__ import annotations
 
 import math
 
-from ..decompose import PATH_METHODS, path_decomposition, separator_tree
+from ..decompose import PATH_METHODS, Decomposition, path_decomposition, separator_tree
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..simulate import checkpoint_all_peak
+from ._portfolio import separator_fallback
 from ._separator_recursion import (DEFAULT_MAX_COMPUTES, plan_over_hierarchy, schedule_from_plan, segment_hierarchy,
                                    separator_hierarchy, solve_over_hierarchy)
 from .base import Option, register
-from .treewidth import BUDGET_AWARE, MAX_COMPUTES, REFERENCE
+from .treewidth import BUDGET_AWARE, FALLBACK, MAX_COMPUTES, REFERENCE
 
 METHOD = Option("method", str, "best", "path decomposition method", choices=PATH_METHODS)
 
 
 @register("pathwidth", "PW-Remat: the separator recursion over a path decomposition (middle bag first).",
-          exact=False, reference=REFERENCE, options=(BUDGET_AWARE, METHOD, MAX_COMPUTES))
+          exact=False, reference=REFERENCE, options=(BUDGET_AWARE, METHOD, MAX_COMPUTES, FALLBACK))
 def pathwidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, budget_aware: bool = True,
-              method: str = "best", max_recursion_computes: int = DEFAULT_MAX_COMPUTES) -> Schedule:
+              method: str = "best", max_recursion_computes: int = DEFAULT_MAX_COMPUTES,
+              fallback: bool = True) -> Schedule:
     """PW-Remat within ``budget`` bytes (options as for ``treewidth``, ``method`` picks the path search).
 
     Raises
     ------
     InfeasibleBudget
-        Pure: the recursion's peak is over the budget. Budget-aware: eviction found no room.
+        Pure: the recursion's peak is over the budget. Budget-aware: no schedule over the
+        decomposition fits, nor (with ``fallback``) any quick heuristic's.
     """
     del time_limit
     decomposition = path_decomposition(graph, method)
@@ -42,19 +46,22 @@ def pathwidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
         graph, decomposition, separator_tree(decomposition)))
     info = {"decomposition": "path", "method": method, "width": decomposition.width, "bags": len(decomposition),
             "decomposition_seconds": decomposition.seconds}
-    return solve_over_hierarchy(graph, budget, hierarchy, solver="pathwidth", budget_aware=budget_aware,
-                                max_computes=max_recursion_computes, info=info)
+    return separator_fallback(graph, budget, "pathwidth", lambda: solve_over_hierarchy(
+        graph, budget, hierarchy, solver="pathwidth", budget_aware=budget_aware, max_computes=max_recursion_computes,
+        info=info), enabled=budget_aware and fallback, info=info)
 
 
 @register("pathwidth-linear", "Cut a path decomposition into ~sqrt(n) segments, keep the cut bags, recompute one "
-                              "segment at a time (each node O(1) times).",
+                              "segment at a time (each node at most 2(width+1)+1 times: O(1) in n for a bounded "
+                              "width).",
           exact=False,
           reference=REFERENCE + "; T. Chen et al., \"Training Deep Nets with Sublinear Memory Cost\", 2016",
           options=(BUDGET_AWARE, METHOD,
                    Option("segments", int, 0, "number of segments (0: sqrt(n / (width + 1)), or, budget-aware, "
-                                              "the cheapest that fits)", low=0)))
+                                              "the cheapest that fits)", low=0),
+                   FALLBACK))
 def pathwidth_linear(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, budget_aware: bool = True,
-                     method: str = "best", segments: int = 0) -> Schedule:
+                     method: str = "best", segments: int = 0, fallback: bool = True) -> Schedule:
     """The segment scheme within ``budget`` bytes.
 
     Parameters
@@ -69,14 +76,26 @@ def pathwidth_linear(graph: ComputeGraph, budget: int, *, time_limit: float | No
     method : str
         Path decomposition method.
     segments : int
+    fallback : bool
+        As for ``treewidth``.
 
     Raises
     ------
     InfeasibleBudget
-        When no segment count gives a schedule within the budget.
+        When no segment count gives a schedule within the budget, nor (budget-aware, with
+        ``fallback``) any quick heuristic.
     """
     del time_limit
     decomposition = path_decomposition(graph, method)
+    info = {"decomposition": "path", "method": method, "width": decomposition.width, "bags": len(decomposition),
+            "decomposition_seconds": decomposition.seconds}
+    return separator_fallback(graph, budget, "pathwidth-linear", lambda: _segment_schedule(
+        graph, budget, decomposition, budget_aware, segments, info), enabled=budget_aware and fallback, info=info)
+
+
+def _segment_schedule(graph: ComputeGraph, budget: int, decomposition: Decomposition, budget_aware: bool,
+                      segments: int, info: dict) -> Schedule:
+    """The cheapest segment-scheme schedule that fits over the segment counts tried (InfeasibleBudget: none)."""
     vertices = sum(1 for p in graph.pinned if not p)
     rule = max(1, round(math.sqrt(vertices / (decomposition.width + 1))))
     if segments or not budget_aware or budget >= checkpoint_all_peak(graph):
@@ -101,9 +120,7 @@ def pathwidth_linear(graph: ComputeGraph, budget: int, *, time_limit: float | No
     if best is None:
         raise InfeasibleBudget(budget, smallest, "pathwidth-linear", "; ".join(failures))
     plan, hierarchy, cuts = best
-    info = {"decomposition": "path", "method": method, "width": decomposition.width, "bags": len(decomposition),
-            "decomposition_seconds": decomposition.seconds, "segments": len(cuts) + 1, "cut_bags": cuts}
-    return schedule_from_plan(graph, hierarchy, plan, info)
+    return schedule_from_plan(graph, hierarchy, plan, {**info, "segments": len(cuts) + 1, "cut_bags": cuts})
 
 
 def _segment_counts(bags: int, rule: int) -> list[int]:

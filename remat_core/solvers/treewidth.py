@@ -4,7 +4,8 @@ A tree decomposition of the graph's skeleton (pinned nodes left out) is turned i
 separator tree (centroid bags at the top); the shared recursion in :mod:`._separator_recursion`
 rematerializes over it. With width k and N bags, the pure schedule holds O((k + in-degree) log N)
 tensors and computes each node at most (k + 2)^depth times; budget-aware, it stops recursing where
-the budget allows and falls back to eviction where it does not (see ``docs/algorithms.md``).
+the budget allows and falls back to eviction where it does not, and when no schedule over its own
+decomposition fits, to the cheapest quick heuristic that fits (see ``docs/algorithms.md``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from ..decompose import TREE_HEURISTICS, separator_tree, tree_decomposition
 from ..graph import ComputeGraph
 from ..schedule import Schedule
+from ._portfolio import separator_fallback
 from ._separator_recursion import DEFAULT_MAX_COMPUTES, separator_hierarchy, solve_over_hierarchy
 from .base import Option, register
 
@@ -21,6 +23,10 @@ REFERENCE = ("R. Kumar, M. Purohit, Z. Svitkina, E. Vee, J. R. Wang, \"Efficient
 BUDGET_AWARE = Option("budget_aware", bool, True,
                       "stop recursing where a subproblem fits the memory left, and evict where still over; "
                       "false: the paper's pure schedule (InfeasibleBudget if its peak is over)")
+FALLBACK = Option("fallback", bool, True,
+                  "budget-aware: when no schedule over this decomposition fits, return the cheapest schedule of "
+                  "the other separator solvers and the eviction and chain heuristics that fits (strategy "
+                  "'fallback: NAME'); false: refuse the budget")
 MAX_COMPUTES = Option("max_recursion_computes", int, DEFAULT_MAX_COMPUTES,
                       "compute ops the recursion may emit (its recomputation grows like n^O(log width))", low=1)
 
@@ -29,9 +35,10 @@ MAX_COMPUTES = Option("max_recursion_computes", int, DEFAULT_MAX_COMPUTES,
           exact=False, reference=REFERENCE,
           options=(BUDGET_AWARE,
                    Option("heuristic", str, "min_degree", "tree decomposition method", choices=TREE_HEURISTICS),
-                   MAX_COMPUTES))
+                   MAX_COMPUTES, FALLBACK))
 def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, budget_aware: bool = True,
-              heuristic: str = "min_degree", max_recursion_computes: int = DEFAULT_MAX_COMPUTES) -> Schedule:
+              heuristic: str = "min_degree", max_recursion_computes: int = DEFAULT_MAX_COMPUTES,
+              fallback: bool = True) -> Schedule:
     """TW-Remat within ``budget`` bytes.
 
     Parameters
@@ -43,6 +50,10 @@ def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     budget_aware : bool
     heuristic : {"min_degree", "min_fill", "exact"}
     max_recursion_computes : int
+    fallback : bool
+        Budget-aware: when no schedule over the decomposition fits, return the cheapest schedule
+        of the other separator solvers and the eviction and chain heuristics that fits
+        (:func:`~remat_core.solvers._portfolio.separator_fallback`).
 
     Returns
     -------
@@ -52,7 +63,8 @@ def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     Raises
     ------
     InfeasibleBudget
-        Pure: the recursion's peak is over the budget. Budget-aware: eviction found no room.
+        Pure: the recursion's peak is over the budget. Budget-aware: no schedule over the
+        decomposition fits, nor (with ``fallback``) any quick heuristic's.
     DecompositionError
         ``heuristic="exact"`` on a graph above the exact method's limit.
 
@@ -66,5 +78,6 @@ def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
         graph, decomposition, separator_tree(decomposition)))
     info = {"decomposition": "tree", "heuristic": heuristic, "width": decomposition.width,
             "bags": len(decomposition), "decomposition_seconds": decomposition.seconds}
-    return solve_over_hierarchy(graph, budget, hierarchy, solver="treewidth", budget_aware=budget_aware,
-                                max_computes=max_recursion_computes, info=info)
+    return separator_fallback(graph, budget, "treewidth", lambda: solve_over_hierarchy(
+        graph, budget, hierarchy, solver="treewidth", budget_aware=budget_aware, max_computes=max_recursion_computes,
+        info=info), enabled=budget_aware and fallback, info=info)
