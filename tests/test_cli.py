@@ -1,6 +1,7 @@
 """The command line, through a subprocess: output, files and exit codes."""
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -126,8 +127,13 @@ def test_an_unexpected_exception_is_an_internal_error_exit_4(graph_file, monkeyp
     assert cli.main(["info", str(path)]) == cli.EXIT_INTERNAL_ERROR == 4
     err = capsys.readouterr().err
     assert err.startswith("internal error: KeyError: 'a bug'\n") and "please report it" in err and "--debug" in err
-    with pytest.raises(KeyError):
-        cli.main(["--debug", "info", str(path)])
+    package_log = logging.getLogger("remat_core")
+    level = package_log.level
+    try:
+        with pytest.raises(KeyError):
+            cli.main(["--debug", "info", str(path)])
+    finally:
+        package_log.setLevel(level)  # --debug set DEBUG for this process; later tests expect the default
 
 
 def test_debug_shows_traceback(graph_file):
