@@ -7,11 +7,10 @@ import streamlit as st
 
 from explorer import state
 from explorer.frame import require_entry
-from explorer.models import (MAX_UPLOAD_BYTES, generated_random_dag, generated_training_chain, model_from_upload,
-                             upload_suffixes)
+from explorer.models import (MAX_UPLOAD_BYTES, failure_message, generated_random_dag, generated_training_chain,
+                             model_from_upload, upload_suffixes)
 from explorer.widgets import plain
 from explorer.zoo import zoo_form
-from remat_core import RematError
 from remat_core.budget import format_bytes
 from remat_core.summary import graph_summary
 from remat_core.viz import module_memory_figure
@@ -32,9 +31,9 @@ zoo_tab, upload_tab, generated_tab = st.tabs(["Model zoo", "Upload a file", "Gen
 with zoo_tab:
     try:
         traced = zoo_form()
-    except RematError as e:
-        st.error(f"Could not trace that model: {plain(e)}  \nStill exploring **{plain(state.graph().name)}**.",
-                 icon=":material/error:")
+    except Exception as e:  # noqa: BLE001 - whatever broke, say so and keep the model
+        st.error(f"Could not trace that model: {plain(failure_message(e))}  \n"
+                 f"Still exploring **{plain(state.graph().name)}**.", icon=":material/error:")
     else:
         if traced is not None:
             state.set_model(traced)
@@ -59,8 +58,8 @@ with upload_tab:
             st.session_state[UPLOAD_MARKER] = marker
             try:
                 loaded = model_from_upload(uploaded.name, uploaded.getvalue(), add_backward, pt2_level)
-            except RematError as e:
-                st.session_state[UPLOAD_ERROR] = str(e)
+            except Exception as e:  # noqa: BLE001 - whatever broke, say so and keep the model
+                st.session_state[UPLOAD_ERROR] = failure_message(e)
             else:
                 st.session_state[UPLOAD_ERROR] = None
                 state.set_model(loaded)

@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
+from test_pt2_safety import ATTACKS, exported_linear, with_records
 
-from explorer import models, state
+from explorer import models, state, zoo
 from explorer.cache import (best_possible, options_key, solve_key, solve_outcome, stop_background_work,
                             sweep_status, tensor_check_status)
 from explorer.worker import lp_bound_job, portable
@@ -168,6 +169,69 @@ def test_a_bad_upload_shows_an_error_and_keeps_the_model(name, data, message):
     assert at.session_state[state.MODEL] is before
     at.run()  # the message stays while the file does, and nothing is reloaded
     assert at.error and at.session_state[state.MODEL] is before
+
+
+def damaged_pt2() -> bytes:
+    """An export missing its weights table: torch.export.load fails on it with an AssertionError."""
+    return with_records(exported_linear(), {"data/weights/model_weights_config.json": None})
+
+
+def malicious_pt2(marker) -> bytes:
+    """An export whose sample inputs are a pickle that would create ``marker`` if it were loaded."""
+    archive = exported_linear()
+    return with_records(archive, ATTACKS[0](archive, marker))
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("junk.onnx", b"\x08\x07not a protobuf", "not an ONNX model"),
+    ("damaged.pt2", damaged_pt2(), "not a loadable torch.export program"),
+])
+def test_a_bad_onnx_or_pt2_upload_shows_an_error_and_keeps_the_model(name, data, message):
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, name, data)
+    assert not at.exception
+    assert at.error and message in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
+
+
+def test_a_malicious_pt2_upload_is_refused_and_nothing_in_it_runs(tmp_path):
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, "evil.pt2", malicious_pt2(tmp_path / "ran"))
+    assert not at.exception and "refused by the safe .pt2 loader" in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("name, loader, failure, message", [
+    ("model.onnx", "parse_graph", MemoryError(), "ran out of memory"),
+    ("model.pt2", "parse_pt2", RuntimeError("an aten op failed"), "unexpected RuntimeError (an aten op failed)"),
+])
+def test_an_upload_failing_in_any_other_way_shows_an_error_and_keeps_the_model(monkeypatch, name, loader, failure,
+                                                                               message):
+    def fail(*args, **kwargs):
+        raise failure
+    monkeypatch.setattr(models, loader, fail)
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, name, b"contents")
+    assert not at.exception
+    assert at.error and message in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
+
+
+def test_a_zoo_model_failing_to_trace_in_any_way_shows_an_error_and_keeps_the_model(monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("tracer crashed")
+    monkeypatch.setattr(zoo, "trace_zoo_model", fail)
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    at.selectbox(key="w_zoo_model").set_value("mlp").run()
+    at.number_input(key="w_zoo_mlp_batch_size").set_value(7)  # a trace no other test has cached
+    next(b for b in at.button if b.proto.label == "Trace this model").click().run()
+    assert not at.exception
+    assert at.error and "unexpected RuntimeError (tracer crashed)" in at.error[0].value
+    assert at.session_state[state.MODEL] is before
 
 
 def test_a_file_over_the_size_limit_is_refused_before_parsing(monkeypatch):
