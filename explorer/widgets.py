@@ -136,19 +136,32 @@ def budget_marks(scale: BudgetScale) -> None:
 
 
 def typed_budget(peak: int, key: str = "w_budget_text") -> None:
-    """A text box for an exact budget (``512MiB``, ``1.5GB``, ``70%``); a bad entry gets a message."""
-    text = st.text_input("Exact budget", key=key, placeholder="e.g. 512MiB, 1.5GB, 70%",
-                         help="Bytes, a number with a unit (KiB, MiB, GiB, KB, MB, GB) or a percent of the "
-                              "checkpoint-all peak.")
-    if text:
-        try:
-            value = parse_budget(text, peak)
-        except BudgetError as e:
-            st.warning(str(e))
-            return
-        if value != state.budget():
-            state.set_budget(value)
-            st.rerun()
+    """A text box for an exact budget (``512MiB``, ``1.5GB``, ``70%``), applied once when it is entered;
+    a bad entry stays in the box with a message."""
+    st.text_input("Exact budget", key=key, placeholder="512MiB, 1.5GB, 70%", on_change=_budget_typed,
+                  args=(key, peak), help="Bytes, a number with a unit (KiB, MiB, GiB, KB, MB, GB) or a percent of "
+                                         "the checkpoint-all peak. Applied when you press Enter; the slider "
+                                         "moves there.")
+    if error := st.session_state.get(_typed_error_key(key)):
+        st.warning(plain(error))
+
+
+def _typed_error_key(key: str) -> str:
+    return f"{key}_error"
+
+
+def _budget_typed(key: str, peak: int) -> None:
+    """Apply the typed budget and empty the box, so that later slider moves are not overridden by it."""
+    text = st.session_state[key].strip()
+    st.session_state[_typed_error_key(key)] = None
+    if not text:
+        return
+    try:
+        state.set_budget(parse_budget(text, peak))
+    except BudgetError as e:
+        st.session_state[_typed_error_key(key)] = str(e)
+        return
+    st.session_state[key] = ""
 
 
 # -- solvers and options ----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.pages import PAGES
 from explorer.models import default_model
 from explorer.widgets import budget_scale, plain
-from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound
+from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget
 from remat_core.budget import format_bytes
 from remat_core.compare import sweep_budgets
 from remat_core.generators import random_dag, training_chain
@@ -130,6 +130,35 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
     at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
     assert at.warning and "infeasible" in at.warning[0].value
     assert "smallest feasible" in at.warning[0].value or "No feasible budget" in at.warning[0].value
+
+
+def test_a_typed_budget_applies_once_and_the_slider_wins_afterwards():
+    at = app("pages/schedule.py")
+    typed = parse_budget("70%", checkpoint_all_peak(at.session_state[state.MODEL].graph))
+    at.text_input(key="w_budget_text").input("70%").run()
+    assert not at.exception and at.session_state[state.BUDGET] == typed
+    assert at.text_input(key="w_budget_text").value == ""  # applied, then emptied
+    slider = at.slider(key="w_budget")
+    assert slider.value == budget_scale_of(at).to_units(typed)
+    slider.set_value(slider.max).run()
+    assert at.session_state[state.BUDGET] == budget_scale_of(at).to_bytes(slider.max)
+    at.run()
+    assert at.session_state[state.BUDGET] == budget_scale_of(at).to_bytes(slider.max)
+
+
+def test_a_bad_typed_budget_says_why_and_keeps_the_budget():
+    at = app("pages/schedule.py")
+    before = at.session_state[state.BUDGET]
+    at.text_input(key="w_budget_text").input("lots").run()
+    assert not at.exception and at.session_state[state.BUDGET] == before
+    assert any("lots" in w.value.replace("\\", "") for w in at.warning)
+    assert at.text_input(key="w_budget_text").value == "lots"
+
+
+def budget_scale_of(at: AppTest):
+    """The Schedule page's slider scale for the session's model."""
+    graph = at.session_state[state.MODEL].graph
+    return budget_scale(memory_lower_bound(graph), checkpoint_all_peak(graph))
 
 
 @pytest.mark.parametrize("solver", [s.name for s in list_solvers()])
