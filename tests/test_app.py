@@ -23,7 +23,7 @@ from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.pages import PAGES
 from explorer.models import default_model
 from explorer.widgets import budget_scale, plain
-from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget
+from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget, parse_graph
 from remat_core.budget import format_bytes
 from remat_core.compare import sweep_budgets
 from remat_core.generators import random_dag, training_chain
@@ -153,6 +153,43 @@ def test_a_bad_typed_budget_says_why_and_keeps_the_budget():
     assert not at.exception and at.session_state[state.BUDGET] == before
     assert any("lots" in w.value.replace("\\", "") for w in at.warning)
     assert at.text_input(key="w_budget_text").value == "lots"
+
+
+MARKDOWN_NAMES = ("![x](http://example.com/a.png)", "**bold**", "<b>tag</b>")
+
+
+def every_text(at: AppTest) -> list[str]:
+    """What the page renders as markdown: markdown, captions, metrics and alerts."""
+    return ([m.value for m in at.markdown] + [c.value for c in at.caption] + [m.label for m in at.metric]
+            + [a.value for a in [*at.error, *at.warning, *at.info, *at.success]])
+
+
+def assert_shown_as_typed(at: AppTest) -> None:
+    """No markdown a file could carry reaches the page unescaped."""
+    for text in every_text(at):
+        assert not any(name in text for name in MARKDOWN_NAMES), text
+
+
+def test_node_names_that_look_like_markdown_are_shown_as_typed_on_the_why_page():
+    document = training_chain(6, mem=2**20).to_json()
+    for i, node in enumerate(document["nodes"]):
+        node["label"] = f"{MARKDOWN_NAMES[i % len(MARKDOWN_NAMES)]} {i}"
+    graph = parse_graph(json.dumps(document).encode(), "names.json")
+    at = app()
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = (memory_lower_bound(graph) + checkpoint_all_peak(graph)) // 2
+    at.switch_page("pages/why.py").run()
+    assert not at.exception
+    described = [m.value for m in at.markdown if "computation of" in m.value]
+    assert described and any(plain(name) in text for name in MARKDOWN_NAMES for text in described)
+    assert_shown_as_typed(at)
+
+
+def test_a_typed_budget_that_looks_like_markdown_is_shown_as_typed():
+    at = app("pages/schedule.py")
+    at.text_input(key="w_budget_text").input(MARKDOWN_NAMES[1]).run()
+    assert not at.exception and any(plain(MARKDOWN_NAMES[1]) in w.value for w in at.warning)
+    assert_shown_as_typed(at)
 
 
 def budget_scale_of(at: AppTest):
