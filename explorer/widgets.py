@@ -271,11 +271,13 @@ def _metrics(container, peak: int, overhead: float, recomputed: int, extra: int,
 
 def outcome_message(outcome: Outcome, solver: str, budget: int, smallest_known: int | None = None,
                     button_key: str | None = None) -> None:
-    """Say why there is no schedule: infeasible (naming the smallest feasible budget) or an error."""
+    """Say why there is no schedule: infeasible (naming the smallest feasible budget known: the solver's own or,
+    when smaller, ``smallest_known`` from its sweep) or an error."""
     if outcome.error:
         st.error(f"{plain(solver)} failed: {plain(outcome.error)}")
         return
-    smallest = outcome.smallest_feasible if outcome.smallest_feasible is not None else smallest_known
+    known = [b for b in (outcome.smallest_feasible, smallest_known) if b is not None]
+    smallest = min(known) if known else None
     text = f"**{format_bytes(budget)} is infeasible for {plain(solver)}**: {plain(outcome.infeasible)}."
     if smallest is None:
         st.warning(text + " No feasible budget is known for it yet.", icon=":material/block:")

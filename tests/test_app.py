@@ -22,7 +22,7 @@ from explorer.worker import lp_bound_job, portable
 from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.pages import PAGES
 from explorer.models import default_model
-from explorer.widgets import budget_scale, plain
+from explorer.widgets import budget_scale, percent, plain
 from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget, parse_graph
 from remat_core.budget import format_bytes
 from remat_core.compare import sweep_budgets
@@ -126,10 +126,25 @@ def pareto_yaxis(at: AppTest) -> dict:
 
 
 def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
-    at = app("pages/schedule.py")
+    at = app()
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = state.default_budget(graph)
+    at.switch_page("pages/schedule.py").run()
+    solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
+    smallest = sweep_status(graph, solver, (), limit, wait=120).curve.smallest_feasible()
+    assert memory_lower_bound(graph) <= smallest < checkpoint_all_peak(graph)  # below what the solve itself knows
     at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
-    assert at.warning and "infeasible" in at.warning[0].value
-    assert "smallest feasible" in at.warning[0].value or "No feasible budget" in at.warning[0].value
+    assert not at.exception and not at.metric
+    warning = at.warning[0].value
+    assert "infeasible" in warning and f"The smallest feasible budget it knows is **{format_bytes(smallest)}**" in warning
+    next(b for b in at.button if b.proto.label == f"Use {format_bytes(smallest)}").click().run()
+    assert at.session_state[state.BUDGET] == smallest
+    assert solve_outcome(graph, solver, smallest, (), limit).schedule is not None
+    at.run()
+    assert not at.exception and not at.warning and not at.error
+    assert {m.label: m.value for m in at.metric}["Peak memory"] == format_bytes(
+        solve_outcome(graph, solver, smallest, (), limit).schedule.stats["peak"])
 
 
 def test_a_typed_budget_applies_once_and_the_slider_wins_afterwards():
@@ -202,15 +217,27 @@ def budget_scale_of(at: AppTest):
 def test_switching_solver_works(solver):
     at = app()
     # A small graph and a short time limit: every solver's background sweep stays cheap.
-    at.session_state[state.MODEL] = state.Model(training_chain(8, mem=2**20), "test")
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = state.default_budget(graph)
     at.session_state[state.TIME_LIMIT] = 1.0
     at.switch_page("pages/schedule.py").run()
     at.selectbox(key="w_solver").set_value(solver).run()
     assert not at.exception, at.exception
-    assert at.session_state[state.SOLVER] == solver
-    assert plain(solver) in sidebar_text(at)
+    assert at.session_state[state.SOLVER] == solver and plain(solver) in sidebar_text(at)
+    outcome = solve_outcome(graph, solver, at.session_state[state.BUDGET], (), 1.0)  # the exact solve, waited for
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    if solver == "checkpoint-all":  # it never recomputes: infeasible under its peak, and says where it fits
+        assert outcome.schedule is None and not at.metric
+        assert f"smallest feasible budget it knows is **{format_bytes(checkpoint_all_peak(graph))}**" in \
+            at.warning[0].value
+    else:
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Peak memory"] == format_bytes(outcome.schedule.stats["peak"])
+        assert metrics["Cost overhead"] == percent(outcome.schedule.stats["overhead"])
     at.switch_page("pages/timeline.py").run()
-    assert not at.exception and at.session_state[state.SOLVER] == solver
+    assert not at.exception and not at.error and at.session_state[state.SOLVER] == solver
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
