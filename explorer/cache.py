@@ -27,7 +27,7 @@ from remat_core.pareto import ParetoCurve
 from remat_core.simulate import checkpoint_all_cost
 from remat_core.timeline import simulation_of
 from remat_core.views import full_view, module_view, neighbourhood_view
-from remat_core.viz import dag_html, lifetime_chart, memory_timeline_figure
+from remat_core.viz import dag_html, lifetime_candidates, lifetime_chart, memory_timeline_figure
 
 from .state import Model
 from .worker import (CheckOutcome, Outcome, lp_bound_job, outcome_job, portable, share_cores, sweep_point_job,
@@ -45,8 +45,8 @@ SOLVE_WAIT_SECONDS = 0.15
 """The Schedule page waits this long for the exact solve at a new budget before showing the sweep's
 estimate and polling for the exact result."""
 
-__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "best_possible", "computes_at", "dag_page", "options_key",
-           "solve_outcome", "sweep_status", "timeline_figures"]
+__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "best_possible", "computes_at", "dag_page",
+           "lifetime_figure", "memory_figure", "options_key", "solve_outcome", "sweep_status"]
 
 
 def options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -254,16 +254,31 @@ def tensor_check_status(key: tuple, wait: float = 0) -> tuple[bool, CheckOutcome
 # -- figures and views ------------------------------------------------------------------------------
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def timeline_figures(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
-                     time_limit: float | None, lifetime_rows: int,
-                     measured: tuple[int, ...] | None = None) -> tuple[dict, dict]:
-    """The animated memory timeline (with the ``measured`` bytes after each op, when the schedule was
-    run on real tensors) and the lifetime chart of one solve, as plotly dicts."""
-    outcome = solve_outcome(_graph, solver, budget, options, time_limit)
+def memory_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
+                  time_limit: float | None, measured: tuple[int, ...] | None = None) -> dict:
+    """The animated memory timeline of one solve (with the ``measured`` bytes after each op, when the
+    schedule was run on real tensors), as a plotly dict."""
+    return memory_timeline_figure(_graph, _feasible(_graph, solver, budget, options, time_limit),
+                                  measured=measured).to_dict()
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def lifetime_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
+                    time_limit: float | None, max_rows: int, recomputed_only: bool,
+                    module: str | None) -> tuple[dict, int]:
+    """The lifetime chart of one solve (rows as :func:`remat_core.viz.timeline.lifetime_candidates` picks
+    them) as a plotly dict, and how many tensors could be shown."""
+    schedule = _feasible(_graph, solver, budget, options, time_limit)
+    total = len(lifetime_candidates(_graph, schedule, recomputed_only, module))
+    return lifetime_chart(_graph, schedule, max_rows=max_rows, recomputed_only=recomputed_only,
+                          module=module).to_dict(), total
+
+
+def _feasible(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None) -> Schedule:
+    outcome = solve_outcome(graph, solver, budget, options, time_limit)
     if outcome.schedule is None:
-        raise ValueError("timeline_figures needs a feasible solve; check solve_outcome first")
-    return (memory_timeline_figure(_graph, outcome.schedule, measured=measured).to_dict(),
-            lifetime_chart(_graph, outcome.schedule, max_rows=lifetime_rows).to_dict())
+        raise ValueError("the timeline figures need a feasible solve; check solve_outcome first")
+    return outcome.schedule
 
 
 @st.cache_data(max_entries=24, show_spinner=False)

@@ -504,6 +504,30 @@ def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
     assert marked == bag
 
 
+def lifetime_rows_shown(at: AppTest) -> list[str]:
+    """The lifetime chart's row labels, top to bottom."""
+    spec = json.loads(at.get("plotly_chart")[1].proto.spec)
+    return list(reversed(spec["layout"]["yaxis"]["categoryarray"]))
+
+
+def test_the_lifetime_chart_shows_the_rows_asked_for():
+    at = app("pages/timeline.py")
+    model = at.session_state[state.MODEL]
+    assert len(lifetime_rows_shown(at)) == 60 < len(model.graph)
+    at.number_input(key="w_lifetime_rows").set_value(20).run()
+    assert len(lifetime_rows_shown(at)) == 20
+    at.selectbox(key="w_lifetime_module").set_value("layer2").run()
+    assert not at.exception and lifetime_rows_shown(at)
+    assert all(label.startswith("layer2.") for label in lifetime_rows_shown(at))
+    at.selectbox(key="w_lifetime_module").set_value(None).run()
+    at.segmented_control(key="w_lifetime_show").set_value("recomputed").run()
+    recomputed = [n for n, c in solve_outcome(model.graph, at.session_state[state.SOLVER],
+                                              at.session_state[state.BUDGET], (), at.session_state[state.TIME_LIMIT])
+                  .schedule.simulation.compute_counts.items() if c > 1]
+    assert not at.exception and len(lifetime_rows_shown(at)) == min(20, len(recomputed)) > 0
+    assert any(f"of {len(recomputed):,} tensors" in c.value for c in at.caption)
+
+
 def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
     at = app("pages/timeline.py")
     picker = at.selectbox(key="w_timeline_why")
