@@ -15,6 +15,7 @@ from remat_core import ComputeGraph, RematError
 from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
 from remat_core.viz import path_strip_figure, tree_of_bags_figure
 
+from .exports import decomposition_download
 from .widgets import plain
 
 SELECTED_BAG = "graph_selected_bag"
@@ -106,6 +107,10 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
                                                 delta=f"separator tree height {separators.height}",
                                                 delta_color="off", delta_arrow="off")
     bag_picker(built, key)
+    downloads = st.columns(len(built))
+    for column, (kind, (decomposition_, separators)) in zip(downloads, built.items()):
+        with column:
+            decomposition_download(decomposition_, separators, key=f"{key}_{kind}_download")
     tabs = st.tabs([name for name, kind in (("Tree of bags", "tree"), ("Path strip", "path"),
                                             ("Separator tree", "tree")) if kind in built])
     tab = iter(tabs)

@@ -1,11 +1,9 @@
 """Widgets and blocks several pages share: the sidebar, solver pickers, option widgets built from
-each solver's declared options, the budget slider with its marks, metrics, and export buttons."""
+each solver's declared options, the budget slider with its marks, metrics, and the lifetime chart's controls
+(downloads: :mod:`explorer.exports`)."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -15,7 +13,7 @@ import streamlit as st
 
 from remat_core import BudgetError, Schedule, get_solver, list_solvers, parse_budget
 from remat_core.budget import format_bytes
-from remat_core.pareto import CurvePoint, ParetoCurve, curve_table, reported_gap
+from remat_core.pareto import CurvePoint, reported_gap
 from remat_core.summary import graph_summary
 from remat_core.viz.palette import BUDGET_COLOR, LOWER_BOUND_COLOR, ByteUnit, unit_for
 
@@ -333,22 +331,6 @@ def gap_text(gap: float | None) -> str:
     if gap is None:
         return "—"
     return "0% (optimal)" if gap == 0 else f"{100 * gap:.3g}%"
-
-
-def schedule_download(schedule: Schedule, key: str) -> None:
-    st.download_button("Schedule JSON", json.dumps(schedule.to_json()), key=key, icon=":material/download:",
-                       file_name=f"{schedule.graph}-{schedule.solver}-{schedule.budget}.schedule.json",
-                       mime="application/json", on_click="ignore")
-
-
-def comparison_csv(curves: Sequence[ParetoCurve]) -> str:
-    rows = curve_table(curves)
-    buffer = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return buffer.getvalue()
 
 
 # -- timeline ---------------------------------------------------------------------------------------

@@ -1,11 +1,10 @@
 """Model: choose what to explore (a zoo model, an uploaded file, a generated graph) and see its sizes."""
 
 
-import json
-
 import streamlit as st
 
 from explorer import state
+from explorer.exports import graph_download
 from explorer.frame import require_entry
 from explorer.models import (MAX_UPLOAD_BYTES, failure_message, generated_random_dag, generated_training_chain,
                              model_from_upload, upload_suffixes)
@@ -120,8 +119,7 @@ with left:
     st.markdown(f"Pinned (always resident): **{format_bytes(summary.pinned_bytes)}**: parameters "
                 f"{format_bytes(summary.param_bytes)}, buffers {format_bytes(summary.buffer_bytes)}, inputs "
                 f"{format_bytes(summary.input_bytes)}.")
-    st.download_button("Graph JSON", json.dumps(graph.to_json()), file_name=f"{graph.name}.json",
-                       mime="application/json", icon=":material/download:", on_click="ignore", key="model_download")
+    graph_download(graph, key="model_download")
 with right:
     st.markdown("**Memory by module**")
     if summary.has_modules:

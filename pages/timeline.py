@@ -8,8 +8,8 @@ from explorer.cache import lifetime_figure, memory_figure, options_key, solve_ke
 from explorer.frame import require_entry
 from explorer.pages import page_path
 from explorer.tensor_run import tensor_run_panel
-from explorer.widgets import (lifetime_controls, outcome_message, percent, plain, schedule_download,
-                              tensor_name)
+from explorer.exports import schedule_download
+from explorer.widgets import lifetime_controls, outcome_message, percent, plain, tensor_name
 from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason
 from remat_core.summary import module_groups

@@ -6,6 +6,7 @@ import streamlit as st
 
 from explorer import state
 from explorer.cache import computes_at, options_key, solve_outcome, sweep_status
+from explorer.exports import csv_download, diff_records
 from explorer.frame import require_entry
 from explorer.widgets import budget_scale, other_budget_slider, outcome_message, percent, plain, tensor_name
 from remat_core import get_solver
@@ -106,3 +107,6 @@ else:
         st.dataframe([{"tensor": tensor_name(graph, c.tensor), "change": c.change, "computed at A": c.computes_a,
                        "computed at B": c.computes_b, "bytes": format_bytes(c.mem)} for c in changes],
                      hide_index=True, width="stretch")
+        csv_download("Comparison CSV", diff_records(graph, changes, budget, other), f"{graph.name}-{solver}-"
+                     f"{budget}-vs-{other}.csv", "why_diff_csv",
+                     "The table above, with raw numbers: each tensor computed a different number of times.")

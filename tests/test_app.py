@@ -1,6 +1,7 @@
 """Every page of the explorer through Streamlit's AppTest: renders, reacts, and survives bad input."""
 
 import base64
+import csv
 import io
 import json
 import re
@@ -20,12 +21,14 @@ from explorer.cache import (best_possible, options_key, solve_key, solve_outcome
                             sweep_status, tensor_check_status)
 from explorer.worker import lp_bound_job, portable
 from explorer.decompositions import SELECTED_BAG, decomposition
+from explorer.exports import comparison_records, csv_text, diff_records, graph_json
 from explorer.pages import PAGES
 from explorer.models import default_model
 from explorer.widgets import budget_scale, percent, plain
 from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget, parse_graph
 from remat_core.budget import format_bytes
 from remat_core.compare import sweep_budgets
+from remat_core.explain import schedule_diff
 from remat_core.generators import random_dag, training_chain
 from remat_core.trace import trace_zoo_model
 from remat_core.views import MAX_DRAWN_NODES
@@ -137,7 +140,8 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
     at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
     assert not at.exception and not at.metric
     warning = at.warning[0].value
-    assert "infeasible" in warning and f"The smallest feasible budget it knows is **{format_bytes(smallest)}**" in warning
+    assert "infeasible" in warning
+    assert f"The smallest feasible budget it knows is **{format_bytes(smallest)}**" in warning
     next(b for b in at.button if b.proto.label == f"Use {format_bytes(smallest)}").click().run()
     assert at.session_state[state.BUDGET] == smallest
     assert solve_outcome(graph, solver, smallest, (), limit).schedule is not None
@@ -612,3 +616,53 @@ def test_the_comparison_table_has_a_mip_gap_column_when_a_solver_reports_one():
     solve_outcome(graph, "lru", budget, (), 5.0)
     at.run()
     assert "MIP gap" not in at.dataframe[0].value.columns
+
+
+def download_labels(at: AppTest) -> set[str]:
+    return {b.label for b in at.download_button}
+
+
+def test_the_schedule_page_exports_the_sweep_and_the_comparison_at_the_budget_apart():
+    at = app()
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = budget = state.default_budget(graph)
+    at.switch_page("pages/schedule.py").run()
+    solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
+    sweep_status(graph, solver, (), limit, wait=120)
+    outcomes = {name: solve_outcome(graph, name, budget, (), limit) for name in (solver, "checkpoint-all")}
+    at.run()
+    assert download_labels(at) == {"Schedule JSON", "Pareto sweep CSV"}  # one solver: no comparison table
+    at.multiselect(key="w_compare").set_value(["checkpoint-all"]).run()
+    assert not at.exception and download_labels(at) == {"Schedule JSON", "Pareto sweep CSV",
+                                                        "Comparison at this budget CSV"}
+    rows = list(csv.DictReader(io.StringIO(csv_text(comparison_records(outcomes, budget)))))
+    assert [(r["solver"], r["status"]) for r in rows] == [(solver, "solved"), ("checkpoint-all", "infeasible")]
+    assert int(rows[0]["peak_bytes"]) == outcomes[solver].schedule.stats["peak"] <= int(rows[0]["budget_bytes"])
+    assert int(rows[1]["smallest_feasible_bytes"]) == checkpoint_all_peak(graph)
+
+
+def test_the_graph_page_exports_the_graph_and_both_decompositions():
+    at = app("pages/graph.py")
+    assert not at.exception
+    assert download_labels(at) == {"Graph JSON", "Tree decomposition JSON", "Path decomposition JSON"}
+    graph = at.session_state[state.MODEL].graph
+    assert json.loads(graph_json(graph.content_hash, graph)) == graph.to_json()
+    tree, separators = decomposition(graph.content_hash, graph, "tree", "min_degree")
+    document = json.loads(json.dumps(tree.to_json(separators)))
+    assert document["format"] == "remat-decomposition" and document["separator_tree"]["root"] == separators.root
+
+
+def test_the_why_page_exports_the_two_budget_comparison():
+    at = app("pages/why.py")
+    assert not at.exception and "Comparison CSV" in download_labels(at)
+    graph = at.session_state[state.MODEL].graph
+    solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
+    budget = at.session_state[state.BUDGET]
+    other = budget_scale_of(at).to_bytes(at.slider(key="w_why_other_budget").value)
+    changes = schedule_diff(graph, solve_outcome(graph, solver, budget, (), limit).schedule,
+                            solve_outcome(graph, solver, other, (), limit).schedule)
+    rows = list(csv.DictReader(io.StringIO(csv_text(diff_records(graph, changes, budget, other)))))
+    assert len(rows) == len(changes) > 0
+    assert {(r["tensor"], int(r["computed_at_a"]), int(r["computed_at_b"])) for r in rows} == {
+        (c.tensor, c.computes_a, c.computes_b) for c in changes}
