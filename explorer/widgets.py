@@ -15,7 +15,8 @@ from remat_core import BudgetError, Schedule, get_solver, list_solvers, parse_bu
 from remat_core.budget import format_bytes
 from remat_core.pareto import CurvePoint, reported_gap
 from remat_core.summary import graph_summary
-from remat_core.viz.palette import BUDGET_COLOR, LOWER_BOUND_COLOR, ByteUnit, unit_for
+from remat_core.viz.palette import ByteUnit, unit_for
+from remat_core.viz.pareto import LOWER_BOUND, MARK_LINES, PEAK
 
 from . import state
 from .cache import Outcome
@@ -120,11 +121,12 @@ def _slider(scale: BudgetScale, key: str, label: str, **callback) -> None:
 
 
 def budget_marks(scale: BudgetScale) -> None:
-    """The lower bound and the checkpoint-all peak marked under the slider's track."""
+    """The lower bound and the checkpoint-all peak marked under the slider's track, in the colours of their
+    lines on the Pareto chart (red is the budget's there)."""
     def where(nbytes: int) -> float:
         return 100 * (nbytes / scale.unit.size - scale.low) / max(scale.high - scale.low, 1e-12)
-    marks = [(where(scale.lower_bound), LOWER_BOUND_COLOR, f"lower bound {format_bytes(scale.lower_bound)}"),
-             (where(scale.peak), BUDGET_COLOR, f"checkpoint-all peak {format_bytes(scale.peak)}")]
+    marks = [(where(scale.lower_bound), MARK_LINES[LOWER_BOUND][0], f"{LOWER_BOUND} {format_bytes(scale.lower_bound)}"),
+             (where(scale.peak), MARK_LINES[PEAK][0], f"{PEAK} {format_bytes(scale.peak)}")]
     items = "".join(
         f'<div style="position:absolute;left:{x:.2f}%;transform:translateX(-{min(max(x, 0), 100):.0f}%);'
         f'white-space:nowrap;color:{color};font-size:0.78rem;">▲ {text}</div>'

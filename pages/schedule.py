@@ -49,7 +49,7 @@ def solver_settings(name: str) -> tuple[tuple, float | None]:
 @st.fragment
 def budget_and_results() -> None:
     """The slider and everything that depends on the budget: reruns alone when the slider moves."""
-    slider_column, typed_column = st.columns([5, 1])
+    slider_column, typed_column = st.columns([4, 1])
     with slider_column:
         budget = budget_slider(scale)
     with typed_column:

@@ -666,3 +666,18 @@ def test_the_why_page_exports_the_two_budget_comparison():
     assert len(rows) == len(changes) > 0
     assert {(r["tensor"], int(r["computed_at_a"]), int(r["computed_at_b"])) for r in rows} == {
         (c.tensor, c.computes_a, c.computes_b) for c in changes}
+
+
+def test_the_slider_marks_use_the_colours_of_the_pareto_chart_lines():
+    at = app()
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.switch_page("pages/schedule.py").run()
+    sweep_status(graph, at.session_state[state.SOLVER], (), at.session_state[state.TIME_LIMIT], wait=120)
+    at.run()
+    marks = next(m.value for m in at.markdown if "checkpoint-all peak" in m.value)
+    mark_colours = dict((text, colour) for colour, text in re.findall(r"color:(#\w+);[^>]*>▲ ([a-z -]+) ", marks))
+    lines = {s["name"]: s["line"]["color"] for s in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["shapes"]
+             if s["type"] == "line"}
+    assert mark_colours == {"lower bound": lines["lower bound"], "checkpoint-all peak": lines["checkpoint-all peak"]}
+    assert lines["budget"] not in mark_colours.values()
