@@ -40,13 +40,17 @@ SWEEP_WAIT_SECONDS = 2.0
 """A page waits this long for a sweep before showing its progress and polling instead."""
 KEPT_JOBS = 512
 LONGEST_WAIT_SECONDS = 900.0
-"""A page blocking on a solve gives up after this long (a worker that died leaves its job unanswered)."""
+"""``solve_outcome(wait=None)`` gives up after this long (a worker that died leaves its job unanswered)."""
+WAIT_MARGIN_SECONDS = 10.0
+"""A page waiting on a solve gives it its time limit plus this (queueing behind other solves, simulating,
+sending the schedule back) before saying it is still running."""
 SOLVE_WAIT_SECONDS = 0.15
 """The Schedule page waits this long for the exact solve at a new budget before showing the sweep's
 estimate and polling for the exact result."""
 
-__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "best_possible", "computes_at", "dag_page",
-           "lifetime_figure", "memory_figure", "options_key", "solve_outcome", "sweep_status"]
+__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SolveStillRunning", "SweepStatus", "best_possible", "computes_at",
+           "dag_page", "lifetime_figure", "memory_figure", "options_key", "solve_outcome", "solve_wait_seconds",
+           "sweep_status"]
 
 
 def options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -163,10 +167,24 @@ def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple,
     return outcome
 
 
+def solve_wait_seconds(time_limit: float | None) -> float:
+    """How long a page waits for one solve: its time limit plus :data:`WAIT_MARGIN_SECONDS`."""
+    return (time_limit or 0.0) + WAIT_MARGIN_SECONDS
+
+
+class SolveStillRunning(Exception):
+    """A solve waited for :func:`solve_wait_seconds` is still running (queued, or slower than its limit)."""
+
+
 def computes_at(graph: ComputeGraph, solver: str, tensor: str, options: tuple, time_limit: float | None):
-    """``budget -> how many times the solver computes tensor`` (None: infeasible), through the kept solves."""
+    """``budget -> how many times the solver computes tensor`` (None: infeasible), through the kept solves.
+
+    Raises :class:`SolveStillRunning` when a solve is not done within :func:`solve_wait_seconds`.
+    """
     def count(budget: int) -> int | None:
-        outcome = solve_outcome(graph, solver, int(budget), options, time_limit)
+        outcome = solve_outcome(graph, solver, int(budget), options, time_limit, wait=solve_wait_seconds(time_limit))
+        if outcome is None:
+            raise SolveStillRunning(f"the solve at {int(budget):,} bytes is still running")
         if outcome.schedule is None:
             return None
         return simulation_of(outcome.schedule).compute_counts.get(tensor, 0)

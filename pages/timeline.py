@@ -4,10 +4,11 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import lifetime_figure, memory_figure, options_key, solve_key, solve_outcome
+from explorer.cache import lifetime_figure, memory_figure, options_key, solve_key
 from explorer.frame import require_entry
 from explorer.pages import page_path
 from explorer.tensor_run import tensor_run_panel
+from explorer.waiting import awaited_outcome
 from explorer.exports import schedule_download
 from explorer.widgets import lifetime_controls, outcome_message, percent, plain, tensor_name
 from remat_core.budget import format_bytes
@@ -26,7 +27,9 @@ st.title("Timeline")
 graph = state.graph()
 solver, budget = state.solver(), state.budget()
 options = options_key(state.options_of(solver))
-outcome = solve_outcome(graph, solver, budget, options, state.time_limit())
+outcome = awaited_outcome(graph, solver, budget, options, state.time_limit())
+if outcome is None:
+    st.stop()
 if outcome.schedule is None:
     outcome_message(outcome, solver, budget)
     st.page_link(page_path("schedule"), label="Choose another budget or solver", icon=":material/tune:")

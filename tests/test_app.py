@@ -16,9 +16,9 @@ from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
 from test_pt2_safety import ATTACKS, exported_linear, with_records
 
-from explorer import models, state, zoo
-from explorer.cache import (best_possible, options_key, solve_key, solve_outcome, stop_background_work,
-                            sweep_status, tensor_check_status)
+from explorer import models, state, waiting, zoo
+from explorer.cache import (WAIT_MARGIN_SECONDS, best_possible, options_key, solve_key, solve_outcome,
+                            solve_wait_seconds, stop_background_work, sweep_status, tensor_check_status)
 from explorer.worker import lp_bound_job, portable
 from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.exports import comparison_records, csv_text, diff_records, graph_json
@@ -681,3 +681,28 @@ def test_the_slider_marks_use_the_colours_of_the_pareto_chart_lines():
              if s["type"] == "line"}
     assert mark_colours == {"lower bound": lines["lower bound"], "checkpoint-all peak": lines["checkpoint-all peak"]}
     assert lines["budget"] not in mark_colours.values()
+
+
+@pytest.mark.parametrize("page, drawn", [("pages/timeline.py", "plotly_chart"), ("pages/why.py", "metric"),
+                                         ("pages/learn.py", "plotly_chart")])
+def test_a_solve_still_running_after_its_time_limit_is_said_and_the_page_draws_it_once_done(monkeypatch, page,
+                                                                                             drawn):
+    real = waiting.solve_outcome
+    asked = []
+
+    def still_running(graph, solver, budget, options, time_limit, wait=None):
+        asked.append(wait)
+        return None  # as a solve queued behind others, or slower than its limit, would be
+
+    at = app()
+    monkeypatch.setattr(waiting, "solve_outcome", still_running)
+    at.switch_page(page).run()
+    assert not at.exception and not at.error and not at.get(drawn)
+    limit = at.session_state[state.TIME_LIMIT]
+    assert max(asked) == solve_wait_seconds(limit) == limit + WAIT_MARGIN_SECONDS  # never the 900 s of old
+    assert any("is still solving after" in i.value and f"time limit is {limit:g} s" in i.value for i in at.info)
+    assert plain(at.session_state[state.MODEL].graph.name) in sidebar_text(at)  # the app around it still works
+    monkeypatch.setattr(waiting, "solve_outcome", real)
+    at.run()
+    assert not at.exception and not any("is still solving" in i.value for i in at.info)
+    assert at.get(drawn)
