@@ -111,5 +111,5 @@ def failure_message(error: Exception) -> str:
     LOG.warning("loading a model failed", exc_info=error)
     if isinstance(error, MemoryError):
         return "ran out of memory; try a smaller model, batch or input size, or the module level"
-    return f"an unexpected {type(error).__name__} ({error}); the file or model may use something the importer " \
-           f"does not handle"
+    return f"an unexpected {type(error).__name__} ({error}); the file or model may use something the tracer or " \
+           f"importer does not handle"

@@ -327,7 +327,7 @@ def test_a_zoo_model_failing_to_trace_in_any_way_shows_an_error_and_keeps_the_mo
     at.number_input(key="w_zoo_mlp_batch_size").set_value(7)  # a trace no other test has cached
     next(b for b in at.button if b.proto.label == "Trace this model").click().run()
     assert not at.exception
-    assert at.error and "unexpected RuntimeError (tracer crashed)" in at.error[0].value
+    assert at.error and "unexpected RuntimeError (tracer crashed)" in at.error[0].value.replace("\\", "")
     assert at.session_state[state.MODEL] is before
 
 
