@@ -27,7 +27,7 @@ from remat_core.pareto import ParetoCurve
 from remat_core.simulate import checkpoint_all_cost
 from remat_core.timeline import simulation_of
 from remat_core.views import full_view, module_view, neighbourhood_view
-from remat_core.viz import dag_html, lifetime_chart, memory_timeline_figure
+from remat_core.viz import dag_html, lifetime_candidates, lifetime_chart, memory_timeline_figure
 
 from .state import Model
 from .worker import (CheckOutcome, Outcome, lp_bound_job, outcome_job, portable, share_cores, sweep_point_job,
@@ -40,13 +40,17 @@ SWEEP_WAIT_SECONDS = 2.0
 """A page waits this long for a sweep before showing its progress and polling instead."""
 KEPT_JOBS = 512
 LONGEST_WAIT_SECONDS = 900.0
-"""A page blocking on a solve gives up after this long (a worker that died leaves its job unanswered)."""
+"""``solve_outcome(wait=None)`` gives up after this long (a worker that died leaves its job unanswered)."""
+WAIT_MARGIN_SECONDS = 10.0
+"""A page waiting on a solve gives it its time limit plus this (queueing behind other solves, simulating,
+sending the schedule back) before saying it is still running."""
 SOLVE_WAIT_SECONDS = 0.15
 """The Schedule page waits this long for the exact solve at a new budget before showing the sweep's
 estimate and polling for the exact result."""
 
-__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SweepStatus", "best_possible", "computes_at", "dag_page", "options_key",
-           "solve_outcome", "sweep_status", "timeline_figures"]
+__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SolveStillRunning", "SweepStatus", "best_possible", "computes_at",
+           "dag_page", "lifetime_figure", "memory_figure", "options_key", "solve_outcome", "solve_wait_seconds",
+           "sweep_status"]
 
 
 def options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -163,10 +167,24 @@ def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple,
     return outcome
 
 
+def solve_wait_seconds(time_limit: float | None) -> float:
+    """How long a page waits for one solve: its time limit plus :data:`WAIT_MARGIN_SECONDS`."""
+    return (time_limit or 0.0) + WAIT_MARGIN_SECONDS
+
+
+class SolveStillRunning(Exception):
+    """A solve waited for :func:`solve_wait_seconds` is still running (queued, or slower than its limit)."""
+
+
 def computes_at(graph: ComputeGraph, solver: str, tensor: str, options: tuple, time_limit: float | None):
-    """``budget -> how many times the solver computes tensor`` (None: infeasible), through the kept solves."""
+    """``budget -> how many times the solver computes tensor`` (None: infeasible), through the kept solves.
+
+    Raises :class:`SolveStillRunning` when a solve is not done within :func:`solve_wait_seconds`.
+    """
     def count(budget: int) -> int | None:
-        outcome = solve_outcome(graph, solver, int(budget), options, time_limit)
+        outcome = solve_outcome(graph, solver, int(budget), options, time_limit, wait=solve_wait_seconds(time_limit))
+        if outcome is None:
+            raise SolveStillRunning(f"the solve at {int(budget):,} bytes is still running")
         if outcome.schedule is None:
             return None
         return simulation_of(outcome.schedule).compute_counts.get(tensor, 0)
@@ -254,16 +272,31 @@ def tensor_check_status(key: tuple, wait: float = 0) -> tuple[bool, CheckOutcome
 # -- figures and views ------------------------------------------------------------------------------
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def timeline_figures(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
-                     time_limit: float | None, lifetime_rows: int,
-                     measured: tuple[int, ...] | None = None) -> tuple[dict, dict]:
-    """The animated memory timeline (with the ``measured`` bytes after each op, when the schedule was
-    run on real tensors) and the lifetime chart of one solve, as plotly dicts."""
-    outcome = solve_outcome(_graph, solver, budget, options, time_limit)
+def memory_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
+                  time_limit: float | None, measured: tuple[int, ...] | None = None) -> dict:
+    """The animated memory timeline of one solve (with the ``measured`` bytes after each op, when the
+    schedule was run on real tensors), as a plotly dict."""
+    return memory_timeline_figure(_graph, _feasible(_graph, solver, budget, options, time_limit),
+                                  measured=measured).to_dict()
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def lifetime_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
+                    time_limit: float | None, max_rows: int, recomputed_only: bool,
+                    module: str | None) -> tuple[dict, int]:
+    """The lifetime chart of one solve (rows as :func:`remat_core.viz.timeline.lifetime_candidates` picks
+    them) as a plotly dict, and how many tensors could be shown."""
+    schedule = _feasible(_graph, solver, budget, options, time_limit)
+    total = len(lifetime_candidates(_graph, schedule, recomputed_only, module))
+    return lifetime_chart(_graph, schedule, max_rows=max_rows, recomputed_only=recomputed_only,
+                          module=module).to_dict(), total
+
+
+def _feasible(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None) -> Schedule:
+    outcome = solve_outcome(graph, solver, budget, options, time_limit)
     if outcome.schedule is None:
-        raise ValueError("timeline_figures needs a feasible solve; check solve_outcome first")
-    return (memory_timeline_figure(_graph, outcome.schedule, measured=measured).to_dict(),
-            lifetime_chart(_graph, outcome.schedule, max_rows=lifetime_rows).to_dict())
+        raise ValueError("the timeline figures need a feasible solve; check solve_outcome first")
+    return outcome.schedule
 
 
 @st.cache_data(max_entries=24, show_spinner=False)

@@ -15,6 +15,9 @@ from remat_core import ComputeGraph, RematError
 from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
 from remat_core.viz import path_strip_figure, tree_of_bags_figure
 
+from .exports import decomposition_download
+from .widgets import plain
+
 SELECTED_BAG = "graph_selected_bag"
 """Session key: ``(kind, bag index)`` of the bag to highlight, or None."""
 
@@ -91,7 +94,7 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
         try:
             built[kind] = decomposition(graph.content_hash, graph, kind, methods[kind])
         except RematError as e:
-            st.error(f"The {kind} decomposition ({methods[kind]}) is not available for this graph: {e}")
+            st.error(f"The {kind} decomposition ({methods[kind]}) is not available for this graph: {plain(e)}")
     if not built:
         return
     cols = st.columns(4)
@@ -104,6 +107,10 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
                                                 delta=f"separator tree height {separators.height}",
                                                 delta_color="off", delta_arrow="off")
     bag_picker(built, key)
+    downloads = st.columns(len(built))
+    for column, (kind, (decomposition_, separators)) in zip(downloads, built.items()):
+        with column:
+            decomposition_download(decomposition_, separators, key=f"{key}_{kind}_download")
     tabs = st.tabs([name for name, kind in (("Tree of bags", "tree"), ("Path strip", "path"),
                                             ("Separator tree", "tree")) if kind in built])
     tab = iter(tabs)

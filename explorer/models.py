@@ -7,12 +7,13 @@ pickle, no user Python.
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from pathlib import Path
 
 import streamlit as st
 
-from remat_core import ComputeGraph, GraphError, parse_graph
+from remat_core import ComputeGraph, GraphError, RematError, parse_graph
 from remat_core.backward import with_backward
 from remat_core.budget import format_bytes
 from remat_core.generators import random_dag, training_chain
@@ -21,6 +22,8 @@ from remat_core.pt2_import import parse_pt2
 
 from .state import Model
 from .zoo import default_zoo_model
+
+LOG = logging.getLogger(__name__)
 
 MAX_UPLOAD_BYTES = 64 * 2**20
 """Larger files are refused before they are parsed."""
@@ -97,3 +100,16 @@ def check_size(graph: ComputeGraph, source: str) -> None:
     if len(graph) > MAX_MODEL_NODES:
         raise GraphError(f"{source}: {len(graph):,} nodes is more than the {MAX_MODEL_NODES:,} the explorer "
                          f"handles interactively; coarsen it to module level or use the command line")
+
+
+def failure_message(error: Exception) -> str:
+    """What to tell the user when a model could not be loaded or traced, whatever broke, so that the page can
+    say it and keep the previous model: a :class:`RematError`'s own message (it says what would work), else
+    the failure named (logged with its traceback for whoever runs the app)."""
+    if isinstance(error, RematError):
+        return str(error)
+    LOG.warning("loading a model failed", exc_info=error)
+    if isinstance(error, MemoryError):
+        return "ran out of memory; try a smaller model, batch or input size, or the module level"
+    return f"an unexpected {type(error).__name__} ({error}); the file or model may use something the tracer or " \
+           f"importer does not handle"

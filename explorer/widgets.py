@@ -1,11 +1,9 @@
 """Widgets and blocks several pages share: the sidebar, solver pickers, option widgets built from
-each solver's declared options, the budget slider with its marks, metrics, and export buttons."""
+each solver's declared options, the budget slider with its marks, metrics, and the lifetime chart's controls
+(downloads: :mod:`explorer.exports`)."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -15,9 +13,10 @@ import streamlit as st
 
 from remat_core import BudgetError, Schedule, get_solver, list_solvers, parse_budget
 from remat_core.budget import format_bytes
-from remat_core.pareto import CurvePoint, ParetoCurve, curve_table, reported_gap
+from remat_core.pareto import CurvePoint, reported_gap
 from remat_core.summary import graph_summary
-from remat_core.viz.palette import BUDGET_COLOR, LOWER_BOUND_COLOR, ByteUnit, unit_for
+from remat_core.viz.palette import ByteUnit, unit_for
+from remat_core.viz.pareto import LOWER_BOUND, MARK_LINES, PEAK
 
 from . import state
 from .cache import Outcome
@@ -122,11 +121,12 @@ def _slider(scale: BudgetScale, key: str, label: str, **callback) -> None:
 
 
 def budget_marks(scale: BudgetScale) -> None:
-    """The lower bound and the checkpoint-all peak marked under the slider's track."""
+    """The lower bound and the checkpoint-all peak marked under the slider's track, in the colours of their
+    lines on the Pareto chart (red is the budget's there)."""
     def where(nbytes: int) -> float:
         return 100 * (nbytes / scale.unit.size - scale.low) / max(scale.high - scale.low, 1e-12)
-    marks = [(where(scale.lower_bound), LOWER_BOUND_COLOR, f"lower bound {format_bytes(scale.lower_bound)}"),
-             (where(scale.peak), BUDGET_COLOR, f"checkpoint-all peak {format_bytes(scale.peak)}")]
+    marks = [(where(scale.lower_bound), MARK_LINES[LOWER_BOUND][0], f"{LOWER_BOUND} {format_bytes(scale.lower_bound)}"),
+             (where(scale.peak), MARK_LINES[PEAK][0], f"{PEAK} {format_bytes(scale.peak)}")]
     items = "".join(
         f'<div style="position:absolute;left:{x:.2f}%;transform:translateX(-{min(max(x, 0), 100):.0f}%);'
         f'white-space:nowrap;color:{color};font-size:0.78rem;">▲ {text}</div>'
@@ -136,19 +136,32 @@ def budget_marks(scale: BudgetScale) -> None:
 
 
 def typed_budget(peak: int, key: str = "w_budget_text") -> None:
-    """A text box for an exact budget (``512MiB``, ``1.5GB``, ``70%``); a bad entry gets a message."""
-    text = st.text_input("Exact budget", key=key, placeholder="e.g. 512MiB, 1.5GB, 70%",
-                         help="Bytes, a number with a unit (KiB, MiB, GiB, KB, MB, GB) or a percent of the "
-                              "checkpoint-all peak.")
-    if text:
-        try:
-            value = parse_budget(text, peak)
-        except BudgetError as e:
-            st.warning(str(e))
-            return
-        if value != state.budget():
-            state.set_budget(value)
-            st.rerun()
+    """A text box for an exact budget (``512MiB``, ``1.5GB``, ``70%``), applied once when it is entered;
+    a bad entry stays in the box with a message."""
+    st.text_input("Exact budget", key=key, placeholder="512MiB, 1.5GB, 70%", on_change=_budget_typed,
+                  args=(key, peak), help="Bytes, a number with a unit (KiB, MiB, GiB, KB, MB, GB) or a percent of "
+                                         "the checkpoint-all peak. Applied when you press Enter; the slider "
+                                         "moves there.")
+    if error := st.session_state.get(_typed_error_key(key)):
+        st.warning(plain(error))
+
+
+def _typed_error_key(key: str) -> str:
+    return f"{key}_error"
+
+
+def _budget_typed(key: str, peak: int) -> None:
+    """Apply the typed budget and empty the box, so that later slider moves are not overridden by it."""
+    text = st.session_state[key].strip()
+    st.session_state[_typed_error_key(key)] = None
+    if not text:
+        return
+    try:
+        state.set_budget(parse_budget(text, peak))
+    except BudgetError as e:
+        st.session_state[_typed_error_key(key)] = str(e)
+        return
+    st.session_state[key] = ""
 
 
 # -- solvers and options ----------------------------------------------------------------------------
@@ -258,11 +271,13 @@ def _metrics(container, peak: int, overhead: float, recomputed: int, extra: int,
 
 def outcome_message(outcome: Outcome, solver: str, budget: int, smallest_known: int | None = None,
                     button_key: str | None = None) -> None:
-    """Say why there is no schedule: infeasible (naming the smallest feasible budget) or an error."""
+    """Say why there is no schedule: infeasible (naming the smallest feasible budget known: the solver's own or,
+    when smaller, ``smallest_known`` from its sweep) or an error."""
     if outcome.error:
         st.error(f"{plain(solver)} failed: {plain(outcome.error)}")
         return
-    smallest = outcome.smallest_feasible if outcome.smallest_feasible is not None else smallest_known
+    known = [b for b in (outcome.smallest_feasible, smallest_known) if b is not None]
+    smallest = min(known) if known else None
     text = f"**{format_bytes(budget)} is infeasible for {plain(solver)}**: {plain(outcome.infeasible)}."
     if smallest is None:
         st.warning(text + " No feasible budget is known for it yet.", icon=":material/block:")
@@ -320,20 +335,34 @@ def gap_text(gap: float | None) -> str:
     return "0% (optimal)" if gap == 0 else f"{100 * gap:.3g}%"
 
 
-def schedule_download(schedule: Schedule, key: str) -> None:
-    st.download_button("Schedule JSON", json.dumps(schedule.to_json()), key=key, icon=":material/download:",
-                       file_name=f"{schedule.graph}-{schedule.solver}-{schedule.budget}.schedule.json",
-                       mime="application/json", on_click="ignore")
+# -- timeline ---------------------------------------------------------------------------------------
+
+LIFETIME_ROWS = 60
+"""Rows the lifetime chart shows until the user asks for more."""
+MAX_LIFETIME_ROWS = 500
+LIFETIME_SHOW = {"all": "All tensors", "recomputed": "Recomputed only"}
 
 
-def comparison_csv(curves: Sequence[ParetoCurve]) -> str:
-    rows = curve_table(curves)
-    buffer = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return buffer.getvalue()
+@dataclass(frozen=True)
+class LifetimeChoice:
+    """Which rows the lifetime chart shows (see :func:`remat_core.viz.timeline.lifetime_candidates`)."""
+
+    max_rows: int
+    recomputed_only: bool
+    module: str | None
+
+
+def lifetime_controls(modules: Sequence[str]) -> LifetimeChoice:
+    """The lifetime chart's row controls: all or recomputed tensors, a module to look inside, how many rows."""
+    show, where, count = st.columns([2, 2, 1])
+    picked = show.segmented_control("Rows", list(LIFETIME_SHOW), format_func=LIFETIME_SHOW.get, default="all",
+                                    required=True, key="w_lifetime_show")
+    module = where.selectbox("Module", modules, index=None, placeholder="every module" if modules else
+                             "this graph has no module paths", disabled=not modules, key="w_lifetime_module",
+                             help="Only the tensors of this module (and the modules inside it).")
+    rows = count.number_input("At most", min_value=10, max_value=MAX_LIFETIME_ROWS, value=LIFETIME_ROWS, step=10,
+                              key="w_lifetime_rows", help="Rows drawn: recomputed tensors first, then the largest.")
+    return LifetimeChoice(int(rows), picked == "recomputed", module)
 
 
 # -- sidebar ----------------------------------------------------------------------------------------

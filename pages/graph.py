@@ -7,6 +7,7 @@ import streamlit as st
 from explorer import state
 from explorer.cache import dag_page
 from explorer.decompositions import decomposition_figures, selected_bag_vertices
+from explorer.exports import graph_download
 from explorer.frame import require_entry
 from explorer.widgets import plain
 from remat_core.decompose import PATH_METHODS, TREE_HEURISTICS
@@ -72,6 +73,7 @@ legend = " ".join(f'<span style="color:{color}">●</span> {kind}' for kind, col
                   if kind in summary.nodes_by_kind)
 st.markdown(f"{legend} &nbsp; ■ pinned (parameters, inputs) · size by memory · hover for op, shape, bytes, cost, "
             f"module · scroll to zoom (long graphs open on their first layers), drag to pan", unsafe_allow_html=True)
+graph_download(graph, key="graph_download")
 
 st.subheader("Decompositions")
 st.caption("Of the undirected skeleton, parameters and inputs left out (they are always resident). The "

@@ -3,10 +3,11 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import options_key, solve_outcome
+from explorer.cache import options_key
 from explorer.decompositions import decomposition
 from explorer.frame import require_entry
 from explorer.learn import EXAMPLE_LAYERS, example_graph, learn_solver, lesson_dag, recursion_decomposition
+from explorer.waiting import awaited_outcome
 from explorer.widgets import option_widgets, percent, plain
 from remat_core import list_solvers, memory_lower_bound
 from remat_core.budget import format_bytes
@@ -54,12 +55,14 @@ with budget_column:
                            value=(lower + (peak - lower) * 0.35) / unit, step=0.25, key="w_learn_budget")
 budget = int(budget_mib * unit)
 options = options_key(state.options_of(chosen))
-outcome = solve_outcome(graph, chosen, budget, options, state.time_limit())
-if outcome.schedule is None and outcome.smallest_feasible is not None:
+outcome = awaited_outcome(graph, chosen, budget, options, state.time_limit())
+if outcome is not None and outcome.schedule is None and outcome.smallest_feasible is not None:
     st.warning(f"{plain(chosen)} finds no schedule within {format_bytes(budget)} ({plain(outcome.infeasible)}); "
                f"the lesson continues at the smallest budget it can meet, {format_bytes(outcome.smallest_feasible)}.")
     budget = outcome.smallest_feasible
-    outcome = solve_outcome(graph, chosen, budget, options, state.time_limit())
+    outcome = awaited_outcome(graph, chosen, budget, options, state.time_limit())
+if outcome is None:
+    st.stop()
 if outcome.schedule is None:
     st.warning(f"{plain(chosen)} finds no schedule for this example: {plain(outcome.infeasible or outcome.error)}. "
                f"Pick another solver or a larger budget.")

@@ -1,17 +1,15 @@
 """Model: choose what to explore (a zoo model, an uploaded file, a generated graph) and see its sizes."""
 
 
-import json
-
 import streamlit as st
 
 from explorer import state
+from explorer.exports import graph_download
 from explorer.frame import require_entry
-from explorer.models import (MAX_UPLOAD_BYTES, generated_random_dag, generated_training_chain, model_from_upload,
-                             upload_suffixes)
+from explorer.models import (MAX_UPLOAD_BYTES, failure_message, generated_random_dag, generated_training_chain,
+                             model_from_upload, upload_suffixes)
 from explorer.widgets import plain
 from explorer.zoo import zoo_form
-from remat_core import RematError
 from remat_core.budget import format_bytes
 from remat_core.summary import graph_summary
 from remat_core.viz import module_memory_figure
@@ -32,9 +30,9 @@ zoo_tab, upload_tab, generated_tab = st.tabs(["Model zoo", "Upload a file", "Gen
 with zoo_tab:
     try:
         traced = zoo_form()
-    except RematError as e:
-        st.error(f"Could not trace that model: {plain(e)}  \nStill exploring **{plain(state.graph().name)}**.",
-                 icon=":material/error:")
+    except Exception as e:  # noqa: BLE001 - whatever broke, say so and keep the model
+        st.error(f"Could not trace that model: {plain(failure_message(e))}  \n"
+                 f"Still exploring **{plain(state.graph().name)}**.", icon=":material/error:")
     else:
         if traced is not None:
             state.set_model(traced)
@@ -59,8 +57,8 @@ with upload_tab:
             st.session_state[UPLOAD_MARKER] = marker
             try:
                 loaded = model_from_upload(uploaded.name, uploaded.getvalue(), add_backward, pt2_level)
-            except RematError as e:
-                st.session_state[UPLOAD_ERROR] = str(e)
+            except Exception as e:  # noqa: BLE001 - whatever broke, say so and keep the model
+                st.session_state[UPLOAD_ERROR] = failure_message(e)
             else:
                 st.session_state[UPLOAD_ERROR] = None
                 state.set_model(loaded)
@@ -121,8 +119,7 @@ with left:
     st.markdown(f"Pinned (always resident): **{format_bytes(summary.pinned_bytes)}**: parameters "
                 f"{format_bytes(summary.param_bytes)}, buffers {format_bytes(summary.buffer_bytes)}, inputs "
                 f"{format_bytes(summary.input_bytes)}.")
-    st.download_button("Graph JSON", json.dumps(graph.to_json()), file_name=f"{graph.name}.json",
-                       mime="application/json", icon=":material/download:", on_click="ignore", key="model_download")
+    graph_download(graph, key="model_download")
 with right:
     st.markdown("**Memory by module**")
     if summary.has_modules:

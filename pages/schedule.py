@@ -6,11 +6,12 @@ import streamlit as st
 from explorer import state
 from explorer.cache import SOLVE_WAIT_SECONDS, best_possible, options_key, solve_outcome, sweep_status
 from explorer.frame import require_entry
-from explorer.widgets import (GAP_COLUMN, GAP_HELP, budget_scale, budget_slider, compare_picker, comparison_csv,
-                              comparison_rows, estimate_metrics, log_scale_toggle, option_widgets, outcome_message,
-                              plain, schedule_download, schedule_metrics, sidebar_schedule, solver_picker,
-                              time_limit_input, typed_budget)
+from explorer.exports import comparison_records, csv_download, schedule_download
+from explorer.widgets import (GAP_COLUMN, GAP_HELP, budget_scale, budget_slider, compare_picker, comparison_rows,
+                              estimate_metrics, log_scale_toggle, option_widgets, outcome_message, plain,
+                              schedule_metrics, sidebar_schedule, solver_picker, time_limit_input, typed_budget)
 from remat_core.budget import format_bytes
+from remat_core.pareto import curve_table
 from remat_core.summary import graph_summary
 from remat_core.viz import pareto_figure
 
@@ -48,7 +49,7 @@ def solver_settings(name: str) -> tuple[tuple, float | None]:
 @st.fragment
 def budget_and_results() -> None:
     """The slider and everything that depends on the budget: reruns alone when the slider moves."""
-    slider_column, typed_column = st.columns([5, 1])
+    slider_column, typed_column = st.columns([4, 1])
     with slider_column:
         budget = budget_slider(scale)
     with typed_column:
@@ -104,15 +105,19 @@ def budget_and_results() -> None:
     if any(o is None for o in outcomes.values()) or len(curves) < len(solvers):
         st.session_state[PROGRESS_KEY] = progress(solvers, budget)
         wait_for_results(solvers, budget)
-    exports = st.columns([1, 1, 4])
+    exports = st.columns(3)
     with exports[0]:
         if outcome is not None and outcome.schedule is not None:
             schedule_download(outcome.schedule, key="schedule_download")
     with exports[1]:
         if curves:
-            st.download_button("Comparison CSV", comparison_csv(curves), file_name=f"{graph.name}-pareto.csv",
-                               mime="text/csv", icon=":material/download:", on_click="ignore",
-                               key="schedule_csv")
+            csv_download("Pareto sweep CSV", curve_table(curves), f"{graph.name}-pareto-sweep.csv", "schedule_csv",
+                         "Every budget each solver's sweep solved: the points of the Pareto chart.")
+    with exports[2]:
+        if len(solvers) > 1:
+            csv_download("Comparison at this budget CSV", comparison_records(outcomes, budget),
+                         f"{graph.name}-comparison-{budget}.csv", "schedule_comparison_csv",
+                         "The table above: each solver's exact result at the current budget.")
 
 
 def progress(solvers: list[str], budget: int) -> tuple:

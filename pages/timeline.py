@@ -4,13 +4,16 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import options_key, solve_key, solve_outcome, timeline_figures
+from explorer.cache import lifetime_figure, memory_figure, options_key, solve_key
 from explorer.frame import require_entry
 from explorer.pages import page_path
 from explorer.tensor_run import tensor_run_panel
-from explorer.widgets import outcome_message, percent, plain, schedule_download, tensor_name
+from explorer.waiting import awaited_outcome
+from explorer.exports import schedule_download
+from explorer.widgets import lifetime_controls, outcome_message, percent, plain, tensor_name
 from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason
+from remat_core.summary import module_groups
 from remat_core.timeline import describe_op, occurrences
 
 require_entry()
@@ -19,13 +22,14 @@ STEP_KEY = "w_timeline_step"
 # Bumped once a selection on the chart has picked a step: the chart gets a new key, which clears the
 # selection (plotly does not redraw its animation frames while a selection is shown).
 CHART_GENERATION = "timeline_chart_generation"
-LIFETIME_ROWS = 60
 
 st.title("Timeline")
 graph = state.graph()
 solver, budget = state.solver(), state.budget()
 options = options_key(state.options_of(solver))
-outcome = solve_outcome(graph, solver, budget, options, state.time_limit())
+outcome = awaited_outcome(graph, solver, budget, options, state.time_limit())
+if outcome is None:
+    st.stop()
 if outcome.schedule is None:
     outcome_message(outcome, solver, budget)
     st.page_link(page_path("schedule"), label="Choose another budget or solver", icon=":material/tune:")
@@ -40,11 +44,10 @@ st.caption(f"**{plain(solver)}** at a budget of **{format_bytes(budget)}**: peak
            f"what is resident then.")
 
 check = tensor_run_panel(state.model(), schedule, solve_key(graph, solver, budget, options, state.time_limit()))
-memory_figure, lifetime_figure = timeline_figures(graph.content_hash, graph, solver, budget, options,
-                                                  state.time_limit(), LIFETIME_ROWS,
-                                                  check.measured_memory if check else None)
 generation = st.session_state.setdefault(CHART_GENERATION, 0)
-event = st.plotly_chart(memory_figure, key=f"timeline_memory_{generation}", on_select="rerun",
+event = st.plotly_chart(memory_figure(graph.content_hash, graph, solver, budget, options, state.time_limit(),
+                                      check.measured_memory if check else None),
+                        key=f"timeline_memory_{generation}", on_select="rerun",
                         selection_mode=("points", "box"))
 picked = sorted({int(p["x"]) for p in event.selection.points if "x" in p}) if event and event.selection else []
 if picked:
@@ -84,7 +87,15 @@ with right:
                   for n in nodes], hide_index=True, width="stretch", height=260)
 
 st.subheader("Lifetimes")
-st.caption(f"One row per tensor (recomputed ones first, then the largest; at most {LIFETIME_ROWS}): a bar while it "
-           f"is resident, coloured by kind; recomputations in orange.")
-st.plotly_chart(lifetime_figure, key="timeline_lifetimes")
+choice = lifetime_controls(module_groups(graph))
+lifetimes, total = lifetime_figure(graph.content_hash, graph, solver, budget, options, state.time_limit(),
+                                   choice.max_rows, choice.recomputed_only, choice.module)
+if total:
+    st.caption(f"{min(total, choice.max_rows):,} of {total:,} tensors, one row each (recomputed ones first, then the "
+               f"largest; ordered by first computation): a bar while it is resident, coloured by kind; "
+               f"recomputations in orange.")
+    st.plotly_chart(lifetimes, key="timeline_lifetimes")
+else:
+    what = "recomputed" if choice.recomputed_only else "computed"
+    st.info(f"This schedule has no {what} tensor" + (f" in {plain(choice.module)}." if choice.module else "."))
 schedule_download(schedule, key="timeline_download")

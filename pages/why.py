@@ -5,12 +5,14 @@ once, and two budgets side by side."""
 import streamlit as st
 
 from explorer import state
-from explorer.cache import computes_at, options_key, solve_outcome, sweep_status
+from explorer.cache import SolveStillRunning, computes_at, options_key, sweep_status
+from explorer.exports import csv_download, diff_records
 from explorer.frame import require_entry
+from explorer.waiting import awaited_outcome
 from explorer.widgets import budget_scale, other_budget_slider, outcome_message, percent, plain, tensor_name
 from remat_core import get_solver
 from remat_core.budget import format_bytes
-from remat_core.explain import (CHANGE_ORDER, describe_computation, explain_tensor,
+from remat_core.explain import (CHANGE_ORDER, OnceThreshold, describe_computation, explain_tensor,
                                 recomputed_tensors, schedule_diff, smallest_budget_computed_once)
 from remat_core.summary import graph_summary
 from remat_core.timeline import ordinal
@@ -23,7 +25,9 @@ summary = graph_summary(graph)
 solver, budget = state.solver(), state.budget()
 options = options_key(state.options_of(solver))
 limit = state.time_limit()
-outcome = solve_outcome(graph, solver, budget, options, limit)
+outcome = awaited_outcome(graph, solver, budget, options, limit)
+if outcome is None:
+    st.stop()
 if outcome.schedule is None:
     outcome_message(outcome, solver, budget)
     st.stop()
@@ -53,10 +57,28 @@ for computation in explanation.computations:
     with st.container(border=True):
         title = f"{ordinal(computation.occurrence)} computation · step {computation.step}"
         st.markdown(f"**{title}**" + (" · recomputation" if computation.is_recomputation else ""))
-        st.write(describe_computation(graph, computation, budget, format_bytes))
+        st.markdown(plain(describe_computation(graph, computation, budget, format_bytes)))
         if computation.freed_reason or computation.reason:
             with st.expander("Recorded reasons"):
                 st.json({"compute": computation.reason, "previous free": computation.freed_reason})
+
+
+def threshold_message(threshold: OnceThreshold) -> None:
+    """Where the solver stops recomputing the tensor, with a button to move the budget there."""
+    if threshold.budget is None:
+        st.warning(f"{plain(solver)} recomputes it even at {format_bytes(threshold.below)}, the largest budget "
+                   f"checked.")
+    elif not threshold.recomputed_below:
+        st.success(f"{plain(solver)} computes it once at every feasible budget checked (from "
+                   f"{format_bytes(threshold.budget)}).")
+    else:
+        st.success(f"From **{format_bytes(threshold.budget)}** {plain(solver)} computes it once "
+                   f"({threshold.checked} budgets checked; at {format_bytes(threshold.below)} it is still "
+                   f"recomputed or infeasible).")
+        if st.button(f"Set the budget to {format_bytes(threshold.budget)}", key="why_use_threshold"):
+            state.set_budget(threshold.budget)
+            st.rerun()
+
 
 st.subheader("From which budget is it computed once?")
 status = sweep_status(graph, solver, options, limit)
@@ -66,32 +88,27 @@ else:
     grid = [p.budget for p in status.curve.points]
     run = not get_solver(solver).exact or st.button("Find it (solves a few more budgets)", key="why_find_once")
     if run:
-        threshold = smallest_budget_computed_once(tensor, solver, grid,
-                                                  computes_at(graph, solver, tensor, options, limit),
-                                                  tolerance=max(1, (grid[-1] - grid[0]) // 200))
-        if threshold.budget is None:
-            st.warning(f"{plain(solver)} recomputes it even at {format_bytes(threshold.below)}, the largest budget "
-                       f"checked.")
-        elif not threshold.recomputed_below:
-            st.success(f"{plain(solver)} computes it once at every feasible budget checked (from "
-                       f"{format_bytes(threshold.budget)}).")
+        try:
+            with st.spinner(f"Solving {plain(solver)} at a few budgets to find where it stops recomputing this…",
+                            show_time=True):
+                found = smallest_budget_computed_once(tensor, solver, grid,
+                                                      computes_at(graph, solver, tensor, options, limit),
+                                                      tolerance=max(1, (grid[-1] - grid[0]) // 200))
+        except SolveStillRunning as e:
+            st.info(f"Not found yet: {plain(e)} (time limit {limit:g} s per solve). Look again in a moment; the "
+                    f"solves already done are kept.", icon=":material/hourglass_top:")
         else:
-            st.success(f"From **{format_bytes(threshold.budget)}** {plain(solver)} computes it once "
-                       f"({threshold.checked} budgets checked; at {format_bytes(threshold.below)} it is still "
-                       f"recomputed or infeasible).")
-            if st.button(f"Set the budget to {format_bytes(threshold.budget)}", key="why_use_threshold"):
-                state.set_budget(threshold.budget)
-                st.rerun()
+            threshold_message(found)
 
 st.subheader("Two budgets side by side")
 scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)
 other_key = "w_why_other_budget"
 other = other_budget_slider(scale, other_key, "Budget B (A is the current budget)",
                             default=budget + max(summary.checkpoint_all_peak - budget, 0) // 2)
-other_outcome = solve_outcome(graph, solver, other, options, limit)
-if other_outcome.schedule is None:
+other_outcome = awaited_outcome(graph, solver, other, options, limit)
+if other_outcome is not None and other_outcome.schedule is None:
     outcome_message(other_outcome, solver, other)
-else:
+elif other_outcome is not None:
     side_a, side_b = st.columns(2)
     for side, label, sched in ((side_a, "A", schedule), (side_b, "B", other_outcome.schedule)):
         side.metric(f"{label}: {format_bytes(sched.budget)}", percent(sched.stats["overhead"]),
@@ -106,3 +123,6 @@ else:
         st.dataframe([{"tensor": tensor_name(graph, c.tensor), "change": c.change, "computed at A": c.computes_a,
                        "computed at B": c.computes_b, "bytes": format_bytes(c.mem)} for c in changes],
                      hide_index=True, width="stretch")
+        csv_download("Comparison CSV", diff_records(graph, changes, budget, other), f"{graph.name}-{solver}-"
+                     f"{budget}-vs-{other}.csv", "why_diff_csv",
+                     "The table above, with raw numbers: each tensor computed a different number of times.")

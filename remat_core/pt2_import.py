@@ -10,12 +10,15 @@ stack (and which call of it: ``@1`` in the stack's key), so the traced nodes kee
 model's module paths.
 
 The input shapes are the ones the program was exported with.
+
+Loading is safe for untrusted files: :func:`~remat_core.pt2_safety.check_pt2_archive` refuses, before
+``torch.export.load`` sees the file, every archive from which that loader would run code (pickles,
+compiled packages, shape expressions that are not arithmetic).
 """
 
 from __future__ import annotations
 
 import io
-import zipfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -25,6 +28,7 @@ from torch import fx, nn
 from .errors import TraceError
 from .graph import ComputeGraph
 from .losses import LossSetup
+from .pt2_safety import check_pt2_archive
 from .trace import _trace_impl
 from .cost_models import DEFAULT_REPEATS
 
@@ -54,7 +58,7 @@ def load_pt2(path: str | Path, *, loss: LossSetup | Callable[..., torch.Tensor] 
     path = Path(path)
     if not path.is_file():
         raise TraceError(str(path), "file not found", hint="give the path of a .pt2 file saved by torch.export.save")
-    return trace_exported_program(_read_program(path, str(path)), loss=loss, level=level, cost=cost,
+    return trace_exported_program(_read_program(path.read_bytes(), str(path)), loss=loss, level=level, cost=cost,
                                   measure_repeats=measure_repeats, name=name or path.name)
 
 
@@ -68,15 +72,17 @@ def parse_pt2(data: bytes, *, loss: LossSetup | Callable[..., torch.Tensor] | No
     TraceError
         As :func:`load_pt2`; ``name`` names the program in messages.
     """
-    return trace_exported_program(_read_program(io.BytesIO(data), name), loss=loss, level=level, cost=cost,
+    return trace_exported_program(_read_program(data, name), loss=loss, level=level, cost=cost,
                                   measure_repeats=measure_repeats, name=name)
 
 
-def _read_program(source: Path | io.BytesIO, what: str) -> torch.export.ExportedProgram:
-    """``torch.export.load`` (its own deserialiser, no pickle of user code), failures as :class:`TraceError`."""
+def _read_program(data: bytes, what: str) -> torch.export.ExportedProgram:
+    """``torch.export.load`` of an archive :func:`check_pt2_archive` passed (read once, so what is checked is
+    what loads); every failure as :class:`TraceError`."""
+    check_pt2_archive(data, what)
     try:
-        return torch.export.load(source)
-    except (RuntimeError, ValueError, KeyError, OSError, zipfile.BadZipFile) as error:
+        return torch.export.load(io.BytesIO(data))
+    except Exception as error:  # noqa: BLE001 - PyTorch's loader raises many types for a damaged file
         raise TraceError(what, f"not a loadable torch.export program ({type(error).__name__}: {error})",
                          hint="save it with torch.export.save(torch.export.export(model, example_inputs), path) "
                               "using the same torch version") from error

@@ -116,3 +116,19 @@ def memory_by_module(graph: ComputeGraph, depth: int = 1) -> dict[str, dict[str,
     for node in graph.nodes:
         groups.setdefault(module_prefix(node.module, depth), Counter())[node.kind] += node.mem
     return {name: {k: kinds[k] for k in NODE_KINDS if kinds[k]} for name, kinds in groups.items()}
+
+
+def in_module(module: str | None, group: str) -> bool:
+    """Whether a node of module path ``module`` belongs to group ``group`` (the path or one inside it)."""
+    return bool(module) and (module == group or module.startswith(group + "."))
+
+
+def module_groups(graph: ComputeGraph, max_depth: int = 2) -> list[str]:
+    """The module paths to filter a graph's nodes by: every prefix of up to ``max_depth`` parts of a
+    node's module, in order of first appearance (``layer1``, ``layer1.0``, ``layer1.1``, ``layer2``...)."""
+    groups: dict[str, None] = {}
+    for node in graph.nodes:
+        for depth in range(1, max_depth + 1):
+            if node.module:
+                groups.setdefault(module_prefix(node.module, depth), None)
+    return list(groups)

@@ -1,6 +1,7 @@
 """Every page of the explorer through Streamlit's AppTest: renders, reacts, and survives bad input."""
 
 import base64
+import csv
 import io
 import json
 import re
@@ -13,18 +14,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
+from test_pt2_safety import ATTACKS, exported_linear, with_records
 
-from explorer import models, state
-from explorer.cache import (best_possible, options_key, solve_key, solve_outcome, stop_background_work,
-                            sweep_status, tensor_check_status)
+from explorer import models, state, waiting, zoo
+from explorer.cache import (WAIT_MARGIN_SECONDS, best_possible, options_key, solve_key, solve_outcome,
+                            solve_wait_seconds, stop_background_work, sweep_status, tensor_check_status)
 from explorer.worker import lp_bound_job, portable
 from explorer.decompositions import SELECTED_BAG, decomposition
+from explorer.exports import comparison_records, csv_text, diff_records, graph_json
 from explorer.pages import PAGES
 from explorer.models import default_model
-from explorer.widgets import budget_scale, plain
-from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound
+from explorer.widgets import budget_scale, percent, plain
+from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget, parse_graph
 from remat_core.budget import format_bytes
 from remat_core.compare import sweep_budgets
+from remat_core.explain import schedule_diff
 from remat_core.generators import random_dag, training_chain
 from remat_core.trace import trace_zoo_model
 from remat_core.views import MAX_DRAWN_NODES
@@ -125,25 +129,119 @@ def pareto_yaxis(at: AppTest) -> dict:
 
 
 def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
-    at = app("pages/schedule.py")
+    at = app()
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = state.default_budget(graph)
+    at.switch_page("pages/schedule.py").run()
+    solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
+    smallest = sweep_status(graph, solver, (), limit, wait=120).curve.smallest_feasible()
+    assert memory_lower_bound(graph) <= smallest < checkpoint_all_peak(graph)  # below what the solve itself knows
     at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
-    assert at.warning and "infeasible" in at.warning[0].value
-    assert "smallest feasible" in at.warning[0].value or "No feasible budget" in at.warning[0].value
+    assert not at.exception and not at.metric
+    warning = at.warning[0].value
+    assert "infeasible" in warning
+    assert f"The smallest feasible budget it knows is **{format_bytes(smallest)}**" in warning
+    next(b for b in at.button if b.proto.label == f"Use {format_bytes(smallest)}").click().run()
+    assert at.session_state[state.BUDGET] == smallest
+    assert solve_outcome(graph, solver, smallest, (), limit).schedule is not None
+    at.run()
+    assert not at.exception and not at.warning and not at.error
+    assert {m.label: m.value for m in at.metric}["Peak memory"] == format_bytes(
+        solve_outcome(graph, solver, smallest, (), limit).schedule.stats["peak"])
+
+
+def test_a_typed_budget_applies_once_and_the_slider_wins_afterwards():
+    at = app("pages/schedule.py")
+    typed = parse_budget("70%", checkpoint_all_peak(at.session_state[state.MODEL].graph))
+    at.text_input(key="w_budget_text").input("70%").run()
+    assert not at.exception and at.session_state[state.BUDGET] == typed
+    assert at.text_input(key="w_budget_text").value == ""  # applied, then emptied
+    slider = at.slider(key="w_budget")
+    assert slider.value == budget_scale_of(at).to_units(typed)
+    slider.set_value(slider.max).run()
+    assert at.session_state[state.BUDGET] == budget_scale_of(at).to_bytes(slider.max)
+    at.run()
+    assert at.session_state[state.BUDGET] == budget_scale_of(at).to_bytes(slider.max)
+
+
+def test_a_bad_typed_budget_says_why_and_keeps_the_budget():
+    at = app("pages/schedule.py")
+    before = at.session_state[state.BUDGET]
+    at.text_input(key="w_budget_text").input("lots").run()
+    assert not at.exception and at.session_state[state.BUDGET] == before
+    assert any("lots" in w.value.replace("\\", "") for w in at.warning)
+    assert at.text_input(key="w_budget_text").value == "lots"
+
+
+MARKDOWN_NAMES = ("![x](http://example.com/a.png)", "**bold**", "<b>tag</b>")
+
+
+def every_text(at: AppTest) -> list[str]:
+    """What the page renders as markdown: markdown, captions, metrics and alerts."""
+    return ([m.value for m in at.markdown] + [c.value for c in at.caption] + [m.label for m in at.metric]
+            + [a.value for a in [*at.error, *at.warning, *at.info, *at.success]])
+
+
+def assert_shown_as_typed(at: AppTest) -> None:
+    """No markdown a file could carry reaches the page unescaped."""
+    for text in every_text(at):
+        assert not any(name in text for name in MARKDOWN_NAMES), text
+
+
+def test_node_names_that_look_like_markdown_are_shown_as_typed_on_the_why_page():
+    document = training_chain(6, mem=2**20).to_json()
+    for i, node in enumerate(document["nodes"]):
+        node["label"] = f"{MARKDOWN_NAMES[i % len(MARKDOWN_NAMES)]} {i}"
+    graph = parse_graph(json.dumps(document).encode(), "names.json")
+    at = app()
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = (memory_lower_bound(graph) + checkpoint_all_peak(graph)) // 2
+    at.switch_page("pages/why.py").run()
+    assert not at.exception
+    described = [m.value for m in at.markdown if "computation of" in m.value]
+    assert described and any(plain(name) in text for name in MARKDOWN_NAMES for text in described)
+    assert_shown_as_typed(at)
+
+
+def test_a_typed_budget_that_looks_like_markdown_is_shown_as_typed():
+    at = app("pages/schedule.py")
+    at.text_input(key="w_budget_text").input(MARKDOWN_NAMES[1]).run()
+    assert not at.exception and any(plain(MARKDOWN_NAMES[1]) in w.value for w in at.warning)
+    assert_shown_as_typed(at)
+
+
+def budget_scale_of(at: AppTest):
+    """The Schedule page's slider scale for the session's model."""
+    graph = at.session_state[state.MODEL].graph
+    return budget_scale(memory_lower_bound(graph), checkpoint_all_peak(graph))
 
 
 @pytest.mark.parametrize("solver", [s.name for s in list_solvers()])
 def test_switching_solver_works(solver):
     at = app()
     # A small graph and a short time limit: every solver's background sweep stays cheap.
-    at.session_state[state.MODEL] = state.Model(training_chain(8, mem=2**20), "test")
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = state.default_budget(graph)
     at.session_state[state.TIME_LIMIT] = 1.0
     at.switch_page("pages/schedule.py").run()
     at.selectbox(key="w_solver").set_value(solver).run()
     assert not at.exception, at.exception
-    assert at.session_state[state.SOLVER] == solver
-    assert plain(solver) in sidebar_text(at)
+    assert at.session_state[state.SOLVER] == solver and plain(solver) in sidebar_text(at)
+    outcome = solve_outcome(graph, solver, at.session_state[state.BUDGET], (), 1.0)  # the exact solve, waited for
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    if solver == "checkpoint-all":  # it never recomputes: infeasible under its peak, and says where it fits
+        assert outcome.schedule is None and not at.metric
+        assert f"smallest feasible budget it knows is **{format_bytes(checkpoint_all_peak(graph))}**" in \
+            at.warning[0].value
+    else:
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Peak memory"] == format_bytes(outcome.schedule.stats["peak"])
+        assert metrics["Cost overhead"] == percent(outcome.schedule.stats["overhead"])
     at.switch_page("pages/timeline.py").run()
-    assert not at.exception and at.session_state[state.SOLVER] == solver
+    assert not at.exception and not at.error and at.session_state[state.SOLVER] == solver
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
@@ -168,6 +266,69 @@ def test_a_bad_upload_shows_an_error_and_keeps_the_model(name, data, message):
     assert at.session_state[state.MODEL] is before
     at.run()  # the message stays while the file does, and nothing is reloaded
     assert at.error and at.session_state[state.MODEL] is before
+
+
+def damaged_pt2() -> bytes:
+    """An export missing its weights table: torch.export.load fails on it with an AssertionError."""
+    return with_records(exported_linear(), {"data/weights/model_weights_config.json": None})
+
+
+def malicious_pt2(marker) -> bytes:
+    """An export whose sample inputs are a pickle that would create ``marker`` if it were loaded."""
+    archive = exported_linear()
+    return with_records(archive, ATTACKS[0](archive, marker))
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("junk.onnx", b"\x08\x07not a protobuf", "not an ONNX model"),
+    ("damaged.pt2", damaged_pt2(), "not a loadable torch.export program"),
+])
+def test_a_bad_onnx_or_pt2_upload_shows_an_error_and_keeps_the_model(name, data, message):
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, name, data)
+    assert not at.exception
+    assert at.error and message in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
+
+
+def test_a_malicious_pt2_upload_is_refused_and_nothing_in_it_runs(tmp_path):
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, "evil.pt2", malicious_pt2(tmp_path / "ran"))
+    assert not at.exception and "refused by the safe .pt2 loader" in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("name, loader, failure, message", [
+    ("model.onnx", "parse_graph", MemoryError(), "ran out of memory"),
+    ("model.pt2", "parse_pt2", RuntimeError("an aten op failed"), "unexpected RuntimeError (an aten op failed)"),
+])
+def test_an_upload_failing_in_any_other_way_shows_an_error_and_keeps_the_model(monkeypatch, name, loader, failure,
+                                                                               message):
+    def fail(*args, **kwargs):
+        raise failure
+    monkeypatch.setattr(models, loader, fail)
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    upload(at, name, b"contents")
+    assert not at.exception
+    assert at.error and message in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
+
+
+def test_a_zoo_model_failing_to_trace_in_any_way_shows_an_error_and_keeps_the_model(monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("tracer crashed")
+    monkeypatch.setattr(zoo, "trace_zoo_model", fail)
+    at = app("pages/model.py")
+    before = at.session_state[state.MODEL]
+    at.selectbox(key="w_zoo_model").set_value("mlp").run()
+    at.number_input(key="w_zoo_mlp_batch_size").set_value(7)  # a trace no other test has cached
+    next(b for b in at.button if b.proto.label == "Trace this model").click().run()
+    assert not at.exception
+    assert at.error and "unexpected RuntimeError (tracer crashed)" in at.error[0].value.replace("\\", "")
+    assert at.session_state[state.MODEL] is before
 
 
 def test_a_file_over_the_size_limit_is_refused_before_parsing(monkeypatch):
@@ -347,6 +508,30 @@ def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
     assert marked == bag
 
 
+def lifetime_rows_shown(at: AppTest) -> list[str]:
+    """The lifetime chart's row labels, top to bottom."""
+    spec = json.loads(at.get("plotly_chart")[1].proto.spec)
+    return list(reversed(spec["layout"]["yaxis"]["categoryarray"]))
+
+
+def test_the_lifetime_chart_shows_the_rows_asked_for():
+    at = app("pages/timeline.py")
+    model = at.session_state[state.MODEL]
+    assert len(lifetime_rows_shown(at)) == 60 < len(model.graph)
+    at.number_input(key="w_lifetime_rows").set_value(20).run()
+    assert len(lifetime_rows_shown(at)) == 20
+    at.selectbox(key="w_lifetime_module").set_value("layer2").run()
+    assert not at.exception and lifetime_rows_shown(at)
+    assert all(label.startswith("layer2.") for label in lifetime_rows_shown(at))
+    at.selectbox(key="w_lifetime_module").set_value(None).run()
+    at.segmented_control(key="w_lifetime_show").set_value("recomputed").run()
+    recomputed = [n for n, c in solve_outcome(model.graph, at.session_state[state.SOLVER],
+                                              at.session_state[state.BUDGET], (), at.session_state[state.TIME_LIMIT])
+                  .schedule.simulation.compute_counts.items() if c > 1]
+    assert not at.exception and len(lifetime_rows_shown(at)) == min(20, len(recomputed)) > 0
+    assert any(f"of {len(recomputed):,} tensors" in c.value for c in at.caption)
+
+
 def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
     at = app("pages/timeline.py")
     picker = at.selectbox(key="w_timeline_why")
@@ -431,3 +616,93 @@ def test_the_comparison_table_has_a_mip_gap_column_when_a_solver_reports_one():
     solve_outcome(graph, "lru", budget, (), 5.0)
     at.run()
     assert "MIP gap" not in at.dataframe[0].value.columns
+
+
+def download_labels(at: AppTest) -> set[str]:
+    return {b.label for b in at.download_button}
+
+
+def test_the_schedule_page_exports_the_sweep_and_the_comparison_at_the_budget_apart():
+    at = app()
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = budget = state.default_budget(graph)
+    at.switch_page("pages/schedule.py").run()
+    solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
+    sweep_status(graph, solver, (), limit, wait=120)
+    outcomes = {name: solve_outcome(graph, name, budget, (), limit) for name in (solver, "checkpoint-all")}
+    at.run()
+    assert download_labels(at) == {"Schedule JSON", "Pareto sweep CSV"}  # one solver: no comparison table
+    at.multiselect(key="w_compare").set_value(["checkpoint-all"]).run()
+    assert not at.exception and download_labels(at) == {"Schedule JSON", "Pareto sweep CSV",
+                                                        "Comparison at this budget CSV"}
+    rows = list(csv.DictReader(io.StringIO(csv_text(comparison_records(outcomes, budget)))))
+    assert [(r["solver"], r["status"]) for r in rows] == [(solver, "solved"), ("checkpoint-all", "infeasible")]
+    assert int(rows[0]["peak_bytes"]) == outcomes[solver].schedule.stats["peak"] <= int(rows[0]["budget_bytes"])
+    assert int(rows[1]["smallest_feasible_bytes"]) == checkpoint_all_peak(graph)
+
+
+def test_the_graph_page_exports_the_graph_and_both_decompositions():
+    at = app("pages/graph.py")
+    assert not at.exception
+    assert download_labels(at) == {"Graph JSON", "Tree decomposition JSON", "Path decomposition JSON"}
+    graph = at.session_state[state.MODEL].graph
+    assert json.loads(graph_json(graph.content_hash, graph)) == graph.to_json()
+    tree, separators = decomposition(graph.content_hash, graph, "tree", "min_degree")
+    document = json.loads(json.dumps(tree.to_json(separators)))
+    assert document["format"] == "remat-decomposition" and document["separator_tree"]["root"] == separators.root
+
+
+def test_the_why_page_exports_the_two_budget_comparison():
+    at = app("pages/why.py")
+    assert not at.exception and "Comparison CSV" in download_labels(at)
+    graph = at.session_state[state.MODEL].graph
+    solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
+    budget = at.session_state[state.BUDGET]
+    other = budget_scale_of(at).to_bytes(at.slider(key="w_why_other_budget").value)
+    changes = schedule_diff(graph, solve_outcome(graph, solver, budget, (), limit).schedule,
+                            solve_outcome(graph, solver, other, (), limit).schedule)
+    rows = list(csv.DictReader(io.StringIO(csv_text(diff_records(graph, changes, budget, other)))))
+    assert len(rows) == len(changes) > 0
+    assert {(r["tensor"], int(r["computed_at_a"]), int(r["computed_at_b"])) for r in rows} == {
+        (c.tensor, c.computes_a, c.computes_b) for c in changes}
+
+
+def test_the_slider_marks_use_the_colours_of_the_pareto_chart_lines():
+    at = app()
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.switch_page("pages/schedule.py").run()
+    sweep_status(graph, at.session_state[state.SOLVER], (), at.session_state[state.TIME_LIMIT], wait=120)
+    at.run()
+    marks = next(m.value for m in at.markdown if "checkpoint-all peak" in m.value)
+    mark_colours = dict((text, colour) for colour, text in re.findall(r"color:(#\w+);[^>]*>▲ ([a-z -]+) ", marks))
+    lines = {s["name"]: s["line"]["color"] for s in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["shapes"]
+             if s["type"] == "line"}
+    assert mark_colours == {"lower bound": lines["lower bound"], "checkpoint-all peak": lines["checkpoint-all peak"]}
+    assert lines["budget"] not in mark_colours.values()
+
+
+@pytest.mark.parametrize("page, drawn", [("pages/timeline.py", "plotly_chart"), ("pages/why.py", "metric"),
+                                         ("pages/learn.py", "plotly_chart")])
+def test_a_solve_still_running_after_its_time_limit_is_said_and_the_page_draws_it_once_done(monkeypatch, page,
+                                                                                             drawn):
+    real = waiting.solve_outcome
+    asked = []
+
+    def still_running(graph, solver, budget, options, time_limit, wait=None):
+        asked.append(wait)
+        return None  # as a solve queued behind others, or slower than its limit, would be
+
+    at = app()
+    monkeypatch.setattr(waiting, "solve_outcome", still_running)
+    at.switch_page(page).run()
+    assert not at.exception and not at.error and not at.get(drawn)
+    limit = at.session_state[state.TIME_LIMIT]
+    assert max(asked) == solve_wait_seconds(limit) == limit + WAIT_MARGIN_SECONDS  # never the 900 s of old
+    assert any("is still solving after" in i.value and f"time limit is {limit:g} s" in i.value for i in at.info)
+    assert plain(at.session_state[state.MODEL].graph.name) in sidebar_text(at)  # the app around it still works
+    monkeypatch.setattr(waiting, "solve_outcome", real)
+    at.run()
+    assert not at.exception and not any("is still solving" in i.value for i in at.info)
+    assert at.get(drawn)

@@ -48,7 +48,21 @@ def test_description_has_the_reason_the_free_and_the_budget_share():
 def test_describe_reason_lists_structured_fields_and_says_when_there_is_none():
     assert describe_reason(None) == "the solver recorded no reason"
     text = describe_reason({"text": "kept", "rule": "r", "bag": list(range(20)), "score": 0.123456789})
-    assert text.startswith("kept (") and "rule: r" in text and "12 more" in text and "score: 0.1235" in text
+    assert text == "kept (r; bag {0, 1, 2, 3, 4, 5, 6, 7, ... 12 more}, score 0.1235)"
+
+
+def test_describe_reason_formats_bytes_and_says_each_field_once():
+    evicted = {"text": "evicted: h_DTR=0.7577 smallest among 4 candidates, to make room for f6", "rule": "dtr-evict",
+               "score": 0.75771234, "memory": 121480032, "candidates": 4, "consumer": "f6"}
+    assert describe_reason(evicted) == ("evicted: h_DTR=0.7577 smallest among 4 candidates, to make room for f6 "
+                                        "(dtr-evict; memory 115.9 MiB)")
+    assert describe_reason(evicted, context="freed with 115.9 MiB in use") == \
+        "evicted: h_DTR=0.7577 smallest among 4 candidates, to make room for f6 (dtr-evict)"
+    fits = {"text": "recomputed for consumer f2, requested by separator bag 7: the subproblem fits the budget "
+                    "(1,048,576 bytes), so no further recursion", "rule": "fits-budget", "bag": 7, "consumer": "f2",
+            "depth": 2, "footprint": 1048576, "frame": 10, "segment": None}
+    assert describe_reason(fits) == ("recomputed for consumer f2, requested by separator bag 7: the subproblem fits "
+                                     "the budget (1 MiB), so no further recursion (fits-budget; depth 2, frame 10)")
 
 
 def test_recomputed_tensors_lists_only_repeats():

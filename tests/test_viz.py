@@ -11,12 +11,13 @@ from remat_core import ComputeGraph, Node, checkpoint_all_peak, memory_lower_bou
 from remat_core.generators import random_dag, training_chain
 from remat_core.compare import sweep_budgets
 from remat_core.pareto import CurvePoint, ParetoCurve, pareto_curve
+from remat_core.summary import module_groups
 from remat_core.views import full_view, module_view
-from remat_core.viz import (dag_html, layered_positions, lifetime_chart, memory_timeline_figure,
+from remat_core.viz import (dag_html, layered_positions, lifetime_candidates, lifetime_chart, memory_timeline_figure,
                             module_memory_figure, pareto_figure, path_strip_figure, tree_of_bags_figure)
 from remat_core.viz.palette import DIMMED_COLOR, KIND_COLORS, RECOMPUTE_COLOR, unit_for
 from remat_core.viz.timeline import (BUDGET_TRACE, CURSOR_TRACE, MEASURED_TRACE, STEP_TRACE, drawn_steps,
-                                    frame_steps)
+                                    frame_steps, row_labels)
 
 EVIL = "<script>alert('x')</script> & <b>href</b>"
 
@@ -102,6 +103,40 @@ def test_lifetime_chart_colours_recomputations():
     assert by_name["forward"].marker.color == KIND_COLORS["forward"]
     rows = fig.layout.yaxis.categoryarray
     assert rows[-1] == "layer 1"  # f1 is computed first: top row
+
+
+def test_lifetime_rows_can_be_only_the_recomputed_or_one_module():
+    graph = chain3()
+    schedule = recompute_schedule(graph)
+    assert lifetime_candidates(graph, schedule)[0] == "f1" and len(lifetime_candidates(graph, schedule)) == 7
+    assert lifetime_candidates(graph, schedule, recomputed_only=True) == ["f1"]
+    fig = lifetime_chart(graph, schedule, recomputed_only=True)
+    assert list(fig.layout.yaxis.categoryarray) == ["layer 1"]
+    assert len(lifetime_chart(graph, schedule, max_rows=3).layout.yaxis.categoryarray) == 3
+
+
+def modular_graph() -> ComputeGraph:
+    """Module-level names repeating in two blocks, and two ops of one module with the same label."""
+    nodes = [Node("x", 4, 0, kind="input", pinned=True),
+             Node("block1.conv:fwd", 4, 1, kind="forward", module="block1.conv", label="conv fwd"),
+             Node("block2.conv:fwd", 4, 1, kind="forward", module="block2.conv", label="conv fwd"),
+             Node("head.mm", 4, 1, kind="forward", module="head", label="mm"),
+             Node("head.mm_1", 4, 1, kind="forward", module="head", label="mm"),
+             Node("top", 4, 1, kind="forward", module="top", label="top fwd")]
+    edges = [("x", "block1.conv:fwd"), ("block1.conv:fwd", "block2.conv:fwd"), ("block2.conv:fwd", "head.mm"),
+             ("head.mm", "head.mm_1"), ("head.mm_1", "top")]
+    return ComputeGraph(nodes, edges, name="modular")
+
+
+def test_lifetime_rows_read_as_module_and_name_and_filter_by_module():
+    graph = modular_graph()
+    schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
+    assert row_labels(graph, ["block1.conv:fwd", "block2.conv:fwd", "head.mm", "head.mm_1", "top"]) == {
+        "block1.conv:fwd": "block1.conv fwd", "block2.conv:fwd": "block2.conv fwd",
+        "head.mm": "mm · head (head.mm)", "head.mm_1": "mm · head (head.mm_1)", "top": "top fwd"}
+    assert set(lifetime_candidates(graph, schedule, module="block2")) == {"block2.conv:fwd"}
+    assert set(lifetime_candidates(graph, schedule, module="head")) == {"head.mm", "head.mm_1"}
+    assert module_groups(graph) == ["block1", "block1.conv", "block2", "block2.conv", "head", "top"]
 
 
 def test_pareto_figure_marks_bounds_budget_and_current_results():

@@ -8,7 +8,7 @@ from .dag import dag_html, layered_positions
 from .decomposition import path_strip_figure, tree_of_bags_figure
 from .memory import module_memory_figure
 from .pareto import pareto_figure
-from .timeline import lifetime_chart, memory_timeline_figure
+from .timeline import lifetime_candidates, lifetime_chart, memory_timeline_figure
 
-__all__ = ["dag_html", "layered_positions", "lifetime_chart", "memory_timeline_figure", "module_memory_figure",
-           "pareto_figure", "path_strip_figure", "tree_of_bags_figure"]
+__all__ = ["dag_html", "layered_positions", "lifetime_candidates", "lifetime_chart", "memory_timeline_figure",
+           "module_memory_figure", "pareto_figure", "path_strip_figure", "tree_of_bags_figure"]

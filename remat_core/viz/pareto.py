@@ -20,6 +20,11 @@ from .palette import BUDGET_COLOR, GRID, LOWER_BOUND_COLOR, base_layout, unit_fo
 SOLVER_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
                  "#9c755f", "#bab0ac")
 BEST_POSSIBLE = "best possible"
+LOWER_BOUND, PEAK, BUDGET = "lower bound", "checkpoint-all peak", "budget"
+MARK_LINES = {LOWER_BOUND: (LOWER_BOUND_COLOR, "dot"), PEAK: (LOWER_BOUND_COLOR, "dash"),
+              BUDGET: (BUDGET_COLOR, "solid")}
+"""The vertical lines' colour and dash by name: the bounds grey, the budget red. The budget slider's marks
+use the same colours."""
 ZERO_NOTE = "0% overheads (no recomputation) lie off a log axis"
 
 
@@ -105,15 +110,14 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
                                  name=f"{BEST_POSSIBLE} (LP bound)", mode="lines+markers",
                                  line={"color": "#333333", "dash": "dot", "width": 1.5, "shape": "hv"},
                                  marker={"size": 4}, hovertemplate="LP lower bound %{y:.2f}%<extra></extra>"))
-    shapes = [_vline(lower_bound / scale, LOWER_BOUND_COLOR, "dot", "lower bound"),
-              _vline(checkpoint_all_peak / scale, LOWER_BOUND_COLOR, "dash", "checkpoint-all peak"),
+    shapes = [_vline(lower_bound / scale, LOWER_BOUND), _vline(checkpoint_all_peak / scale, PEAK),
               {"type": "rect", "name": "infeasible region", "xref": "x", "yref": "paper", "x0": 0,
                "x1": lower_bound / scale, "y0": 0, "y1": 1, "fillcolor": "rgba(0,0,0,0.06)", "line": {"width": 0},
                "layer": "below"}]
     annotations = [_vlabel(lower_bound / scale, " lower bound", "left"),
                    _vlabel(checkpoint_all_peak / scale, "checkpoint-all peak ", "right")]
     if budget is not None:
-        shapes.append(_vline(budget / scale, BUDGET_COLOR, "solid", "budget"))
+        shapes.append(_vline(budget / scale, BUDGET))
     if dropped:
         annotations.append({"text": ZERO_NOTE, "x": 1.0, "y": 1.02, "xref": "paper", "yref": "paper",
                             "xanchor": "right", "yanchor": "bottom", "showarrow": False,
@@ -140,9 +144,10 @@ def _decade_ticks(values: Sequence[float]) -> dict:
     return {"dtick": 1}
 
 
-def _vline(x: float, color: str, dash: str, name: str) -> dict:
+def _vline(x: float, name: str) -> dict:
+    color, dash = MARK_LINES[name]
     return {"type": "line", "name": name, "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
-            "line": {"color": color, "dash": dash, "width": 2 if name == "budget" else 1.2}}
+            "line": {"color": color, "dash": dash, "width": 2 if name == BUDGET else 1.2}}
 
 
 def _vlabel(x: float, text: str, side: str) -> dict:

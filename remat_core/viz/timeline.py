@@ -11,6 +11,7 @@ by kind, recomputations in the recompute colour), in the spirit of PyTorch's mem
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Sequence
 
 import numpy as np
@@ -19,6 +20,7 @@ import plotly.graph_objects as go
 from ..budget import format_bytes
 from ..graph import ComputeGraph
 from ..schedule import Schedule
+from ..summary import in_module
 from ..timeline import describe_op, memory_by_kind, occurrences, ordinal, simulation_of
 from .palette import (BUDGET_COLOR, CURSOR_COLOR, GRID, RECOMPUTE_COLOR, ByteUnit, base_layout, kind_color,
                       plotly_text, unit_for)
@@ -190,19 +192,27 @@ def _add_animation(fig: go.Figure, graph, result, occurrence, total, unit, y_top
         margin={"l": 60, "r": 20, "t": 76, "b": 120})
 
 
-def lifetime_rows(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[str] | None = None,
-                  max_rows: int = 60) -> list[str]:
-    """Which tensors the lifetime chart shows: the ones asked for, else recomputed first, then largest.
+def lifetime_candidates(graph: ComputeGraph, schedule: Schedule, recomputed_only: bool = False,
+                        module: str | None = None) -> list[str]:
+    """Every tensor the lifetime chart could show, best first: recomputed (most often) first, then the largest.
 
-    Rows are ordered by first computation.
+    ``recomputed_only`` keeps the recomputed ones; ``module`` those of that module path or inside it.
     """
+    counts = simulation_of(schedule).compute_counts
+    pool = [n for n in counts if (counts[n] > 1 or not recomputed_only)
+            and (module is None or in_module(graph.node(n).module, module))]
+    return sorted(pool, key=lambda n: (-(counts[n] > 1), -counts[n], -graph.node(n).mem, n))
+
+
+def lifetime_rows(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[str] | None = None,
+                  max_rows: int = 60, recomputed_only: bool = False, module: str | None = None) -> list[str]:
+    """Which tensors the lifetime chart shows: the ones asked for, else the first ``max_rows``
+    :func:`lifetime_candidates`. Rows are ordered by first computation."""
     result = simulation_of(schedule)
-    counts = result.compute_counts
     if tensors is None:
-        ranked = sorted(counts, key=lambda n: (-(counts[n] > 1), -counts[n], -graph.node(n).mem, n))
-        chosen = set(ranked[:max_rows])
+        chosen = set(lifetime_candidates(graph, schedule, recomputed_only, module)[:max_rows])
     else:
-        chosen = {t for t in tensors if t in counts}
+        chosen = {t for t in tensors if t in result.compute_counts}
     first = {}
     for life in result.lifetimes:
         first.setdefault(life.node, life.start)
@@ -210,7 +220,7 @@ def lifetime_rows(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[str
 
 
 def lifetime_chart(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[str] | None = None,
-                   max_rows: int = 60) -> go.Figure:
+                   max_rows: int = 60, recomputed_only: bool = False, module: str | None = None) -> go.Figure:
     """One row per tensor, one bar per stay in memory; recomputations in their own colour.
 
     Parameters
@@ -220,19 +230,20 @@ def lifetime_chart(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[st
         A simulated schedule.
     tensors : sequence of str, optional
         Rows to show; default :func:`lifetime_rows` (recomputed tensors first, then the largest).
-    max_rows : int
-        At most this many rows when ``tensors`` is not given.
+    max_rows, recomputed_only, module
+        Which rows when ``tensors`` is not given (see :func:`lifetime_candidates`).
 
     Returns
     -------
     plotly.graph_objects.Figure
         One bar trace per kind for first computations (named after the kind) and one named
-        ``"recomputed"`` for every later computation.
+        ``"recomputed"`` for every later computation. Rows read as the node's name, qualified by
+        its module path only where two rows would read the same.
     """
     result = simulation_of(schedule)
-    rows = lifetime_rows(graph, schedule, tensors, max_rows)
+    rows = lifetime_rows(graph, schedule, tensors, max_rows, recomputed_only, module)
     shown = set(rows)
-    labels = _row_labels(graph, rows)
+    labels = row_labels(graph, rows)
     end_of_schedule = len(result.ops)
     groups: dict[str, dict[str, list]] = {}
     for life in result.lifetimes:
@@ -246,7 +257,7 @@ def lifetime_chart(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[st
         bucket["base"].append(life.start)
         bucket["x"].append(max(end - life.start, 0.6))
         bucket["text"].append(plotly_text(
-            f"{node.display_name} · {ordinal(life.occurrence)} computation · {format_bytes(node.mem)} · "
+            f"{labels[life.node]} · {ordinal(life.occurrence)} computation · {format_bytes(node.mem)} · "
             f"steps {life.start}–{'end' if life.end is None else life.end}"))
     fig = go.Figure()
     for group, bucket in sorted(groups.items(), key=lambda item: item[0] == "recomputed"):
@@ -262,8 +273,20 @@ def lifetime_chart(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[st
     return fig
 
 
-def _row_labels(graph: ComputeGraph, rows: Sequence[str]) -> dict[str, str]:
-    """Display names, with the id added where two rows would read the same."""
-    names = [graph.node(r).display_name for r in rows]
-    clashes = {n for n in names if names.count(n) > 1}
-    return {r: plotly_text(n if n not in clashes else f"{n} ({r})") for r, n in zip(rows, names)}
+def row_labels(graph: ComputeGraph, rows: Sequence[str]) -> dict[str, str]:
+    """A readable, distinct label per row: the node's name with its module path where the name does not
+    say it (``layer3.1.conv1 fwd``, ``addmm · layers.0``); the id added only where two still read the same."""
+    names = [_with_module(graph.node(r).module, graph.node(r).display_name) for r in rows]
+    counts = Counter(names)
+    return {r: plotly_text(f"{name} ({r})" if counts[name] > 1 else name) for r, name in zip(rows, names)}
+
+
+def _with_module(module: str | None, name: str) -> str:
+    """``conv1 fwd`` of ``layer3.1.conv1`` -> ``layer3.1.conv1 fwd`` (a module-level name starts with the
+    module's last part); other names get the path after them."""
+    if not module:
+        return name
+    leaf = module.rsplit(".", 1)[-1]
+    if name == leaf or name.startswith(leaf + " "):
+        return module + name[len(leaf):]
+    return f"{name} · {module}"

@@ -1,0 +1,92 @@
+"""Downloads: the graph, schedules, decompositions and tables, from the pages where they appear.
+
+Tables go out with raw numbers (bytes, fractions, seconds), not the formatted text the pages show,
+so that a spreadsheet or a script can use them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Mapping, Sequence
+
+import streamlit as st
+
+from remat_core import ComputeGraph, Schedule
+from remat_core.decompose import Decomposition, SeparatorTree
+from remat_core.explain import TensorChange
+from remat_core.pareto import reported_gap
+
+from .cache import Outcome
+
+ICON = ":material/download:"
+
+
+def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows of one shape as CSV, the header from the first row's keys (empty text for no rows)."""
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def csv_download(label: str, rows: Sequence[Mapping[str, Any]], file_name: str, key: str, help: str) -> None:
+    st.download_button(label, csv_text(rows), file_name=file_name, mime="text/csv", icon=ICON, on_click="ignore",
+                       key=key, help=help)
+
+
+def json_download(label: str, text: str, file_name: str, key: str, help: str) -> None:
+    st.download_button(label, text, file_name=file_name, mime="application/json", icon=ICON, on_click="ignore",
+                       key=key, help=help)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def graph_json(graph_key: str, _graph: ComputeGraph) -> str:
+    """The graph as ``remat-graph`` JSON, serialised once per graph (the pages rerun often)."""
+    del graph_key
+    return json.dumps(_graph.to_json())
+
+
+def graph_download(graph: ComputeGraph, key: str) -> None:
+    json_download("Graph JSON", graph_json(graph.content_hash, graph), f"{graph.name}.json", key,
+                  "The graph as remat-graph JSON: what the command line and an upload here read back.")
+
+
+def schedule_download(schedule: Schedule, key: str) -> None:
+    json_download("Schedule JSON", json.dumps(schedule.to_json()),
+                  f"{schedule.graph}-{schedule.solver}-{schedule.budget}.schedule.json", key,
+                  "The schedule as remat-schedule JSON: ops, reasons and the simulator's stats.")
+
+
+def decomposition_download(decomposition: Decomposition, separators: SeparatorTree, key: str) -> None:
+    json_download(f"{decomposition.kind.capitalize()} decomposition JSON",
+                  json.dumps(decomposition.to_json(separators)),
+                  f"{decomposition.graph}-{decomposition.kind}-{decomposition.method}.decomposition.json", key,
+                  "remat-decomposition JSON: the bags, the tree edges and the separator tree the solvers recurse on.")
+
+
+def comparison_records(outcomes: Mapping[str, Outcome | None], budget: int) -> list[dict[str, Any]]:
+    """The solvers at one budget, one row each with raw numbers (the table the Schedule page shows)."""
+    rows = []
+    for name, outcome in outcomes.items():
+        schedule = outcome.schedule if outcome is not None else None
+        stats = schedule.stats if schedule is not None else {}
+        status = ("solving" if outcome is None else "error" if outcome.error else "infeasible" if schedule is None
+                  else "solved")
+        rows.append({"budget_bytes": budget, "solver": name, "status": status, "peak_bytes": stats.get("peak"),
+                     "cost": stats.get("cost"), "overhead": stats.get("overhead"),
+                     "recomputed_tensors": stats.get("recomputed_nodes"), "solve_seconds": stats.get("solve_seconds"),
+                     "mip_gap": reported_gap(schedule.solver_info) if schedule is not None else None,
+                     "smallest_feasible_bytes": outcome.smallest_feasible if outcome is not None else None})
+    return rows
+
+
+def diff_records(graph: ComputeGraph, changes: Sequence[TensorChange], budget_a: int,
+                 budget_b: int) -> list[dict[str, Any]]:
+    """The Why page's two-budget comparison, one row per tensor whose computations differ."""
+    return [{"tensor": c.tensor, "name": graph.node(c.tensor).display_name, "module": graph.node(c.tensor).module,
+             "change": c.change, "budget_a_bytes": budget_a, "computed_at_a": c.computes_a,
+             "budget_b_bytes": budget_b, "computed_at_b": c.computes_b, "bytes": c.mem} for c in changes]
