@@ -272,4 +272,4 @@ def test_pareto_figure_draws_a_shared_lp_bound_instead_of_per_solver_bounds():
     curve = ParetoCurve("lp", {}, points, base_cost=10.0)
     fig = pareto_figure([curve], lower_bound=90, checkpoint_all_peak=200, best_possible=[(200, 0.0), (100, 0.05)])
     bounds = [t for t in fig.data if t.name.startswith("best possible")]
-    assert [t.name for t in bounds] == ["best possible (LP bound)"] and list(bounds[0].y) == pytest.approx([5.0, 0.0])
+    assert [t.name for t in bounds] == ["best possible in topological order (LP bound)"] and list(bounds[0].y) == pytest.approx([5.0, 0.0])

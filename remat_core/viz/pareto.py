@@ -3,7 +3,8 @@
 Marks the lower bound (no schedule fits below it: shaded), the checkpoint-all peak (no
 recomputation needed above it), the current budget, each solver's exact result there, and a
 solver's own lower bound on the cost where it reports one (``checkmate-lp``'s LP value, drawn as
-"best possible"). The overhead axis can be logarithmic: near the lower bound overheads span orders
+"best possible in topological order": Checkmate's relaxation bounds the schedules that follow the
+graph's topological order, so a heuristic free to reorder can fall below it). The overhead axis can be logarithmic: near the lower bound overheads span orders
 of magnitude, and a log axis separates the solvers there; an overhead of zero has no place on it.
 """
 
@@ -19,7 +20,7 @@ from .palette import BUDGET_COLOR, GRID, LOWER_BOUND_COLOR, base_layout, unit_fo
 
 SOLVER_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
                  "#9c755f", "#bab0ac")
-BEST_POSSIBLE = "best possible"
+BEST_POSSIBLE = "best possible in topological order"
 LOWER_BOUND, PEAK, BUDGET = "lower bound", "checkpoint-all peak", "budget"
 MARK_LINES = {LOWER_BOUND: (LOWER_BOUND_COLOR, "dot"), PEAK: (LOWER_BOUND_COLOR, "dash"),
               BUDGET: (BUDGET_COLOR, "solid")}
@@ -97,7 +98,7 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
             fig.add_trace(go.Scatter(x=[b[0] for b in bounds], y=[b[1] for b in bounds],
                                      name=f"{BEST_POSSIBLE} ({curve.solver})", mode="lines",
                                      line={"color": color, "dash": "dot", "width": 1.5},
-                                     hovertemplate="LP lower bound %{y:.2f}%<extra></extra>"))
+                                     hovertemplate="lower bound in topological order %{y:.2f}%<extra></extra>"))
         if current is not None and budget is not None and shown(current.get(curve.solver)):
             fig.add_trace(go.Scatter(x=[budget / scale], y=[100 * current[curve.solver]],
                                      name=f"{curve.solver} at budget", mode="markers", showlegend=False,
@@ -109,7 +110,9 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
         fig.add_trace(go.Scatter(x=[b / scale for b, _ in ordered], y=[100 * o for _, o in ordered],
                                  name=f"{BEST_POSSIBLE} (LP bound)", mode="lines+markers",
                                  line={"color": "#333333", "dash": "dot", "width": 1.5, "shape": "hv"},
-                                 marker={"size": 4}, hovertemplate="LP lower bound %{y:.2f}%<extra></extra>"))
+                                 marker={"size": 4},
+                                 hovertemplate="Checkmate's LP bound %{y:.2f}%: no schedule in the graph's "
+                                               "topological order costs less<extra></extra>"))
     shapes = [_vline(lower_bound / scale, LOWER_BOUND), _vline(checkpoint_all_peak / scale, PEAK),
               {"type": "rect", "name": "infeasible region", "xref": "x", "yref": "paper", "x0": 0,
                "x1": lower_bound / scale, "y0": 0, "y1": 1, "fillcolor": "rgba(0,0,0,0.06)", "line": {"width": 0},
