@@ -249,25 +249,6 @@ def upload(at: AppTest, name: str, data: bytes) -> AppTest:
     return at
 
 
-@pytest.mark.parametrize("name, data, message", [
-    ("broken.json", b"{not json", "not valid JSON"),
-    ("cycle.json", json.dumps({"format": "remat-graph", "version": 1, "nodes": [
-        {"id": "a", "mem": 1, "cost": 1}, {"id": "b", "mem": 1, "cost": 1}], "edges": [["a", "b"], ["b", "a"]]}
-    ).encode(), "cycle"),
-    ("model.pkl", b"\x80\x04K\x01.", "not read here"),
-    ("empty.json", b"{}", "unrecognised graph document"),
-])
-def test_a_bad_upload_shows_an_error_and_keeps_the_model(name, data, message):
-    at = app("pages/model.py")
-    before = at.session_state[state.MODEL]
-    upload(at, name, data)
-    assert not at.exception
-    assert at.error and message in at.error[0].value.replace("\\", "")
-    assert at.session_state[state.MODEL] is before
-    at.run()  # the message stays while the file does, and nothing is reloaded
-    assert at.error and at.session_state[state.MODEL] is before
-
-
 def damaged_pt2() -> bytes:
     """An export missing its weights table: torch.export.load fails on it with an AssertionError."""
     return with_records(exported_linear(), {"data/weights/model_weights_config.json": None})
@@ -280,16 +261,24 @@ def malicious_pt2(marker) -> bytes:
 
 
 @pytest.mark.parametrize("name, data, message", [
+    ("broken.json", b"{not json", "not valid JSON"),
+    ("cycle.json", json.dumps({"format": "remat-graph", "version": 1, "nodes": [
+        {"id": "a", "mem": 1, "cost": 1}, {"id": "b", "mem": 1, "cost": 1}], "edges": [["a", "b"], ["b", "a"]]}
+    ).encode(), "cycle"),
+    ("model.pkl", b"\x80\x04K\x01.", "not read here"),
+    ("empty.json", b"{}", "unrecognised graph document"),
     ("junk.onnx", b"\x08\x07not a protobuf", "not an ONNX model"),
     ("damaged.pt2", damaged_pt2(), "not a loadable torch.export program"),
 ])
-def test_a_bad_onnx_or_pt2_upload_shows_an_error_and_keeps_the_model(name, data, message):
+def test_a_bad_upload_shows_an_error_and_keeps_the_model(name, data, message):
     at = app("pages/model.py")
     before = at.session_state[state.MODEL]
     upload(at, name, data)
     assert not at.exception
     assert at.error and message in at.error[0].value.replace("\\", "")
     assert at.session_state[state.MODEL] is before
+    at.run()  # the message stays while the file does, and nothing is reloaded
+    assert at.error and at.session_state[state.MODEL] is before
 
 
 def test_a_malicious_pt2_upload_is_refused_and_nothing_in_it_runs(tmp_path):
