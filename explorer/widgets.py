@@ -72,7 +72,9 @@ class BudgetScale:
 
     def to_units(self, nbytes: int) -> float:
         """The slider position showing ``nbytes``: the first step at or above it, within the range."""
-        steps = math.ceil(round((nbytes / self.unit.size - self.low) / self.step, 9))
+        steps = round((nbytes / self.unit.size - self.low) / self.step)
+        if self.to_bytes(self.low + steps * self.step) < nbytes:  # compared in bytes: floats blur a few
+            steps += 1
         return round(min(max(self.low + steps * self.step, self.low), self.high), self.decimals)
 
 

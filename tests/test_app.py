@@ -10,7 +10,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
@@ -464,6 +464,7 @@ def test_the_learn_page_steps_forward():
 
 
 @given(st.integers(0, 2**44), st.integers(0, 2**44))
+@example(0, 400 * 2**30 + 2)  # two bytes over a step at 400 GiB: lost to rounding once
 def test_budget_scale_brackets_the_marks_with_float_steps(a, b):
     lower, peak = min(a, b), max(a, b)
     scale = budget_scale(lower, peak)
