@@ -58,12 +58,12 @@ def budget_and_results() -> None:
     solvers = [state.solver(), *state.compared()]
     primary = solvers[0]
     options, limit = solver_settings(primary)
-    metrics_box = st.empty()
     ready = sweep_status(graph, primary, options, limit, wait=0)
     for name in solvers[1:]:
         solve_outcome(graph, name, budget, *solver_settings(name), wait=0)  # queued behind the primary
     outcome = solve_outcome(graph, primary, budget, options, limit, wait=SOLVE_WAIT_SECONDS)
-    with metrics_box.container():
+    # Drawn after the wait: the last run's metrics stay on screen (faded) until these replace them.
+    with st.container():
         if outcome is None:
             point = ready.curve.fitting_point(budget) if ready.curve is not None else None
             if point is not None:

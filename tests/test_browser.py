@@ -139,8 +139,19 @@ def go_to(tab, entry) -> None:
     wait_rendered(tab)
 
 
-def metric_texts(tab) -> list[str]:
-    return tab.locator('[data-testid="stMetric"]').all_inner_texts()
+def metrics_differing_from(tab, before: str, after_what: str) -> str:
+    """The page's metrics (joined by ``|``) once there are some and they differ from ``before``.
+
+    Read inside the browser in one step: a rerun may replace them between two reads from here."""
+    try:
+        handle = tab.wait_for_function(
+            "before => { const now = [...document.querySelectorAll('[data-testid=\"stMetric\"]')]"
+            ".map(e => e.innerText).join('|'); return now && now !== before ? now : null; }",
+            arg=before, timeout=RENDER_TIMEOUT_MS)
+    except Exception as e:  # playwright's TimeoutError: say what did not happen
+        raise AssertionError(f"{after_what}, the metrics did not change from {before!r} within "
+                             f"{RENDER_TIMEOUT_MS / 1000:.0f} s") from e
+    return handle.json_value()
 
 
 def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, page):
@@ -149,30 +160,21 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
     wait_rendered(page)
     assert page.locator('[data-testid="stSidebarNav"] a[href$="/why"]').count() == 1
     assert_no_error(page, "Schedule")
-    before = metric_texts(page) + page.locator('[data-testid="stAlert"]').all_inner_texts()
-    # Read before the key press: at the top of the range the solve is instant, and the metrics may
-    # already have changed by the time a read after the press comes back.
-    metrics_before = "|".join(metric_texts(page))
+    # A cold server may first show only "Solving…" (no sweep point yet): wait for the metrics.
+    before = metrics_differing_from(page, "", "on opening the Schedule page")
     slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
     slider.focus()
     page.keyboard.press("End")
-    page.wait_for_function(
-        "before => { const now = [...document.querySelectorAll('[data-testid=\"stMetric\"]')]"
-        ".map(e => e.innerText).join('|'); return now && now !== before; }",
-        arg=metrics_before, timeout=RENDER_TIMEOUT_MS)
+    metrics_differing_from(page, before, "after moving the budget to the top")
     wait_rendered(page)
-    after = metric_texts(page) + page.locator('[data-testid="stAlert"]').all_inner_texts()
-    assert after != before, f"moving the budget to the top did not change the metrics ({before} -> {after})"
     page.wait_for_selector(".js-plotly-plot", timeout=RENDER_TIMEOUT_MS)
     assert_no_error(page, "Schedule after moving the slider")
     # Back down to the middle of the range, where solvers recompute: what the other pages then show.
-    top_metrics = "|".join(metric_texts(page))
+    top_metrics = metrics_differing_from(page, "", "at the top of the range")
     slider.focus()
     for _ in range(4):
         page.keyboard.press("PageDown")
-    page.wait_for_function(
-        "before => [...document.querySelectorAll('[data-testid=\"stMetric\"]')].map(e => e.innerText).join('|')"
-        " !== before", arg=top_metrics, timeout=RENDER_TIMEOUT_MS)
+    metrics_differing_from(page, top_metrics, "after moving the budget down to the middle")
     wait_rendered(page)
     page.wait_for_timeout(1500)
     wait_rendered(page)
