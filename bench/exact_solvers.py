@@ -14,8 +14,8 @@ training graphs in ``shared/graphs/checkmate/`` of the nearest folder above the 
 one (or ``--checkmate-dir``) when that folder exists (read in place, never copied).
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python bench/exact_solvers.py [--time-limit 60] [--fractions
-0.7,0.5,0.3] [--graphs NAME,...] [--graph-file GRAPH.json] [--solvers checkmate-milp,moccasin] [--json out.json]``. A full
-run on 2 cores takes about an hour at 60 s per solve.
+0.7,0.5,0.3] [--graphs NAME,...] [--graph-file GRAPH.json] [--solvers checkmate-milp,moccasin]
+[--max-nodes N] [--json out.json]``. A full run on 2 cores takes about an hour at 60 s per solve.
 """
 
 from __future__ import annotations
@@ -49,10 +49,12 @@ def graphs(selected: set[str] | None, checkmate_dir: Path, files: list[Path]) ->
     return chosen + [(path.stem, load_graph(path)) for path in files]
 
 
-def run_one(graph: ComputeGraph, budget: int, solver: str, time_limit: float) -> dict:
+def run_one(graph: ComputeGraph, budget: int, solver: str, time_limit: float, max_nodes: int | None) -> dict:
     """One solve: measured cost and time, or why it failed."""
     started = time.perf_counter()
     options = {} if solver == "checkmate-lp" else {"any_order": False}  # the fixed-order search alone
+    if max_nodes is not None and solver != "moccasin":
+        options["max_nodes"] = max_nodes
     try:
         schedule = solve(graph, budget, solver, time_limit=time_limit, **options)
     except (InfeasibleBudget, RematError) as e:
@@ -95,6 +97,9 @@ def main() -> None:
     parser.add_argument("--graphs", default=None, help="comma-separated graph names (default: all)")
     parser.add_argument("--solvers", default=",".join(SOLVERS),
                         help="comma-separated subset of " + ", ".join(SOLVERS))
+    parser.add_argument("--max-nodes", type=int, default=None,
+                        help="let checkmate-milp and checkmate-lp build models for graphs this large (default: "
+                             "their own limit)")
     parser.add_argument("--json", default=None, help="also write every result to this file")
     parser.add_argument("--graph-file", type=Path, action="append", default=[],
                         help="also run on this graph file (e.g. a traced zoo model; repeatable)")
@@ -119,7 +124,7 @@ def main() -> None:
                 print(f"{head} below the memory lower bound ({memory_lower_bound(graph):,} bytes)", flush=True)
                 rows.append({"graph": label, "fraction": fraction, "below_lower_bound": True})
                 continue
-            results = {name: run_one(graph, budget, name, args.time_limit) for name in solvers}
+            results = {name: run_one(graph, budget, name, args.time_limit, args.max_nodes) for name in solvers}
             bound = next((r["lp_lower_bound"] for r in results.values() if r.get("lp_lower_bound") is not None), None)
             for name, r in results.items():
                 if r["feasible"]:
