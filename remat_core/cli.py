@@ -222,7 +222,8 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
         if r.feasible:
             cells = [r.solver, budget, "yes", format_bytes(r.peak), f"{r.overhead:+.1%}", str(r.recomputed_nodes)]
         else:
-            needs = f"no (fits at {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no"
+            needs = ("refused" if r.refused else
+                     f"no (fits at {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no")
             cells = [r.solver, budget, needs, "-", "-", "-"]
         cells.append(f"{r.seconds:.3f}")
         gap = reported_gap(r.solver_info) if r.feasible else None
@@ -239,8 +240,9 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
                f"{format_bytes(memory_lower_bound(graph))}; overhead = cost over checkpoint-all; gap = the optimality "
                f"gap the solver proved (MIP or CP-SAT gap; 0.00%: optimal in its formulation); 'no (fits at X)': "
                f"the solver found no schedule within the budget, and X is the smallest budget it knows a "
-               f"schedule fits (the true smallest may be lower); LP bound = Checkmate's LP lower bound on the "
-               f"overhead of frontier-advancing schedules in the graph's fixed topological order, not of all "
+               f"schedule fits (the true smallest may be lower); 'refused': the graph is larger than the solver's "
+               f"formulation is built for (--json gives why and the option that raises the limit); LP bound = "
+               f"Checkmate's LP lower bound on the overhead of frontier-advancing schedules in the graph's fixed topological order, not of all "
                f"schedules (else why there is none: infeasible, unproven in the time limit, refused: too large, "
                f"skipped)")
     return "\n".join(out)

@@ -68,6 +68,8 @@ class ComparisonRow:
         For an infeasible row, the smallest budget the solver knows to be feasible.
     detail : str
         Why an infeasible row is infeasible, or why a solver refused the graph.
+    refused : bool
+        The solver did not try: the graph is larger than its formulation is built for.
     solver_info : dict
         What the solver reported beyond the measurements (a MIP gap, a slot count...).
     """
@@ -85,6 +87,7 @@ class ComparisonRow:
     lower_bound: LowerBound
     smallest_feasible: int | None = None
     detail: str = ""
+    refused: bool = False
     solver_info: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -155,7 +158,8 @@ def _row(graph: ComputeGraph, solver: str, budget: int, peak: int, bound: LowerB
                              smallest_feasible=e.smallest_feasible, detail=e.detail)
     except SolverOptionError as e:  # a solver that refuses this graph (too large for its formulation)
         return ComparisonRow(**common, feasible=False, peak=None, cost=None, overhead=None, recomputes=None,
-                             recomputed_nodes=None, seconds=time.perf_counter() - started, detail=str(e))
+                             recomputed_nodes=None, seconds=time.perf_counter() - started, detail=str(e),
+                             refused=True)
     stats = schedule.stats
     return ComparisonRow(**common, feasible=True, peak=stats["peak"], cost=stats["cost"], overhead=stats["overhead"],
                          recomputes=stats["recomputes"], recomputed_nodes=stats["recomputed_nodes"],

@@ -60,6 +60,19 @@ def test_lp_column_says_why_a_graph_is_too_large_for_the_lp():
     assert bound.status == LP_REFUSED and bound.value is None and "moccasin" in bound.detail
 
 
+def test_a_solver_that_refuses_a_large_graph_is_marked_refused_with_why(tmp_path):
+    big = training_chain(210)  # 421 nodes to compute, over the MILP's 400
+    row, = compare(big, [checkpoint_all_peak(big) // 2], ["checkmate-milp"], lower_bound=False)
+    assert row.refused and not row.feasible and "max_nodes=400" in row.detail
+    path = tmp_path / "big.json"
+    save_graph(big, path)
+    out = run("compare", path, "--solvers", "checkmate-milp,rotor", "--budgets", "50%", "--no-lp-bound")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert next(line for line in lines if line.startswith("checkmate-milp")).split()[4] == "refused"
+    assert next(line for line in lines if line.startswith("rotor")).split()[4] == "yes"
+
+
 def test_bad_arguments(chain):
     with pytest.raises(UnknownSolver):
         compare(chain, [1000], ["no-such-solver"])
