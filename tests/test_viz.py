@@ -86,6 +86,16 @@ def test_timeline_escapes_names_from_files():
     assert "<script>" not in text and "&lt;script&gt;" in text
 
 
+def test_lifetime_chart_escapes_names_from_files_once():
+    graph = ComputeGraph([Node("x", 1, 0, "input", True), Node("evil", 5, 1, "forward", label="a<b> & c")],
+                         [("x", "evil")])
+    fig = lifetime_chart(graph, solve(graph, 100))
+    row, = (t for t in fig.data if "evil" in str(t.y[0]) or "a&lt;b&gt;" in str(t.y[0]))
+    assert row.y[0] == "a&lt;b&gt; &amp; c"
+    assert row.hovertext[0].startswith("a&lt;b&gt; &amp; c · 1st computation")
+    assert list(fig.layout.yaxis.categoryarray) == ["a&lt;b&gt; &amp; c"]
+
+
 def test_drawn_steps_are_bounded_real_steps_and_keep_the_peak():
     total = np.random.default_rng(0).integers(0, 1000, size=10_000)
     total[4321] = 5000

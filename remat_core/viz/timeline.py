@@ -243,7 +243,8 @@ def lifetime_chart(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[st
     result = simulation_of(schedule)
     rows = lifetime_rows(graph, schedule, tensors, max_rows, recomputed_only, module)
     shown = set(rows)
-    labels = row_labels(graph, rows)
+    names = row_labels(graph, rows)
+    labels = {r: plotly_text(name) for r, name in names.items()}  # plotly reads HTML tags in axis labels
     end_of_schedule = len(result.ops)
     groups: dict[str, dict[str, list]] = {}
     for life in result.lifetimes:
@@ -257,7 +258,7 @@ def lifetime_chart(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[st
         bucket["base"].append(life.start)
         bucket["x"].append(max(end - life.start, 0.6))
         bucket["text"].append(plotly_text(
-            f"{labels[life.node]} · {ordinal(life.occurrence)} computation · {format_bytes(node.mem)} · "
+            f"{names[life.node]} · {ordinal(life.occurrence)} computation · {format_bytes(node.mem)} · "
             f"steps {life.start}–{'end' if life.end is None else life.end}"))
     fig = go.Figure()
     for group, bucket in sorted(groups.items(), key=lambda item: item[0] == "recomputed"):
@@ -278,7 +279,7 @@ def row_labels(graph: ComputeGraph, rows: Sequence[str]) -> dict[str, str]:
     say it (``layer3.1.conv1 fwd``, ``addmm · layers.0``); the id added only where two still read the same."""
     names = [_with_module(graph.node(r).module, graph.node(r).display_name) for r in rows]
     counts = Counter(names)
-    return {r: plotly_text(f"{name} ({r})" if counts[name] > 1 else name) for r, name in zip(rows, names)}
+    return {r: f"{name} ({r})" if counts[name] > 1 else name for r, name in zip(rows, names)}
 
 
 def _with_module(module: str | None, name: str) -> str:
