@@ -8,8 +8,12 @@ packages (compiled libraries), and symbolic shapes (``sympy.sympify`` evaluates 
 string as Python). :func:`check_pt2_archive` reads the archive as a zip, without PyTorch's loader,
 and refuses all of these: only the records of a plain ``torch.export.save`` are allowed (JSON,
 raw tensor bytes, text), every pickle in it must load with ``weights_only=True`` (so the loader's
-safe attempt succeeds and its unsafe fallback never runs), and every shape expression must be
-arithmetic over symbol names and the shape functions PyTorch prints.
+safe attempt succeeds and its unsafe fallback never runs), every shape expression must be
+arithmetic over symbol names and the shape functions PyTorch prints (with small numbers: sympy
+computes constant powers exactly), and every operator the program calls must be a PyTorch operator
+(``torch.ops.*``), a symbolic-shape helper or plain arithmetic: the deserialiser resolves any
+``torch.`` attribute path, ``torch.os.system`` included. Sizes are bounded before anything is
+unpacked, and an archive that cannot be read (damaged, encrypted, nested too deep) is refused too.
 """
 
 from __future__ import annotations
@@ -53,6 +57,21 @@ SHAPE_SYNTAX = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
                 ast.Load, ast.Constant, ast.Tuple, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
 """Arithmetic, comparisons, calls and constants only: no attributes, subscripts or lambdas."""
 
+OPERATOR_TARGET = re.compile(r"torch\.ops\.[a-z_][a-z0-9_]*\.[A-Za-z_]\w*(\.[A-Za-z_]\w*)?|torch\._?sym_[a-z_]+"
+                             r"|math\.[a-z][a-z0-9_]*"
+                             r"|_operator\.(getitem|add|sub|mul|floordiv|truediv|mod|pow|neg|pos|abs|eq|ne|lt|le|gt|ge"
+                             r"|and_|or_|xor|not_|invert|lshift|rshift|matmul)")
+"""What a node may call (``target``, ``as_operator``): PyTorch operators, ``torch.sym_*`` and ``math``
+helpers, and the arithmetic of ``operator`` (not ``operator.call`` or ``methodcaller``)."""
+MAX_UNPACKED_BYTES = 2 * 2**30
+"""The archive's total unpacked size: PyTorch's loader unpacks every record into memory."""
+MAX_JSON_BYTES = 128 * 2**20
+"""One JSON record (the program, a payload table): parsed into Python objects several times its size."""
+MAX_EXPRESSION_CHARS = 4096
+MAX_SHAPE_INTEGER = 2**63
+MAX_SHAPE_EXPONENT = 64
+POWER_FUNCTIONS = frozenset({"Pow", "PowByNatural", "FloatPow"})
+
 SAVE_HINT = "export and save it with torch.export.save(torch.export.export(model, example_inputs), path)"
 
 
@@ -72,8 +91,21 @@ def check_pt2_archive(data: bytes, what: str) -> None:
         raise TraceError(what, f"not a loadable torch.export program (not a zip archive: {error})",
                          hint=SAVE_HINT) from error
     with archive:
-        for record, name in _records(archive, what):
-            _check_record(archive, record, name, what)
+        try:
+            _check_sizes(archive, what)
+            for record, name in _records(archive, what):
+                _check_record(archive, record, name, what)
+        except TraceError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a damaged, encrypted or pathological archive: the file's fault
+            raise _refuse(what, f"the archive cannot be read ({type(error).__name__}: {error})") from error
+
+
+def _check_sizes(archive: zipfile.ZipFile, what: str) -> None:
+    """Refuse an archive that would unpack to more than :data:`MAX_UNPACKED_BYTES` (a decompression bomb)."""
+    total = sum(info.file_size for info in archive.infolist())
+    if total > MAX_UNPACKED_BYTES:
+        raise _refuse(what, f"it unpacks to {total:,} bytes, over the loader's limit of {MAX_UNPACKED_BYTES:,}")
 
 
 def _refuse(what: str, reason: str) -> TraceError:
@@ -102,9 +134,13 @@ def _check_record(archive: zipfile.ZipFile, record: str, name: str, what: str) -
     if PLAIN_RECORDS.fullmatch(record):
         return
     if MODEL_RECORD.fullmatch(record):
-        _check_shape_expressions(_read_json(archive, name, what), record, what)
+        program = _read_json(archive, name, what)
+        _check_shape_expressions(program, record, what)
+        _check_operators(program, record, what)
     elif SAMPLE_INPUTS_RECORD.fullmatch(record):
-        _check_safe_pickle(archive.read(name), record, what)
+        data = archive.read(name)
+        if data:  # torch.export.save writes an empty record for a program saved without sample inputs
+            _check_safe_pickle(data, record, what)
     elif match := CONFIG_RECORD.fullmatch(record):
         _check_payload_config(_read_json(archive, name, what), match["kind"], record, what)
     else:
@@ -113,6 +149,9 @@ def _check_record(archive: zipfile.ZipFile, record: str, name: str, what: str) -
 
 
 def _read_json(archive: zipfile.ZipFile, name: str, what: str) -> Any:
+    size = archive.getinfo(name).file_size
+    if size > MAX_JSON_BYTES:
+        raise _refuse(what, f"'{name}' is {size:,} bytes of JSON, over the loader's limit of {MAX_JSON_BYTES:,}")
     try:
         return json.loads(archive.read(name))
     except (ValueError, UnicodeDecodeError) as error:
@@ -147,28 +186,60 @@ def _check_shape_expressions(document: Any, record: str, what: str) -> None:
                                 f"({expression[:80]!r})")
 
 
+def _check_operators(document: Any, record: str, what: str) -> None:
+    """Every operator a node calls or passes (``target``, ``as_operator``) is one of :data:`OPERATOR_TARGET`."""
+    for target in (*_values_of(document, "target"), *_values_of(document, "as_operator")):
+        if not (isinstance(target, str) and OPERATOR_TARGET.fullmatch(target)):
+            raise _refuse(what, f"'{record}' calls {str(target)[:80]!r}, which is not a PyTorch operator")
+
+
 def _expression_strings(document: Any) -> Iterator[Any]:
     """The values of every ``expr_str`` key, at any depth."""
+    return _values_of(document, "expr_str")
+
+
+def _values_of(document: Any, wanted: str) -> Iterator[Any]:
+    """The values of every ``wanted`` key, at any depth (not below them)."""
     if isinstance(document, dict):
         for key, value in document.items():
-            if key == "expr_str":
+            if key == wanted:
                 yield value
             else:
-                yield from _expression_strings(value)
+                yield from _values_of(value, wanted)
     elif isinstance(document, list):
         for value in document:
-            yield from _expression_strings(value)
+            yield from _values_of(value, wanted)
 
 
 def _is_shape_arithmetic(expression: Any) -> bool:
     """Whether ``expression`` parses to numbers, names, operators and calls of :data:`SHAPE_FUNCTIONS` only."""
-    if not isinstance(expression, str):
+    if not isinstance(expression, str) or len(expression) > MAX_EXPRESSION_CHARS:
         return False
     try:
         tree = ast.parse(expression, mode="eval")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    return all(_is_shape_syntax(node) for node in ast.walk(tree))
+    return all(_is_shape_syntax(node) and _is_small_power(node) for node in ast.walk(tree))
+
+
+def _is_small_power(node: ast.AST) -> bool:
+    """A power's exponent is a shape symbol or a small literal: sympy would compute ``9**9**9`` exactly."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        exponent = node.right
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in POWER_FUNCTIONS:
+        exponent = node.args[1] if len(node.args) == 2 else None
+    else:
+        return True
+    if isinstance(exponent, ast.Call) and isinstance(exponent.func, ast.Name) and exponent.args:
+        if exponent.func.id == "Symbol":
+            return True
+        if exponent.func.id == "Integer" and len(exponent.args) == 1:
+            exponent = exponent.args[0]
+    if isinstance(exponent, ast.Name):
+        return True
+    if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, ast.USub):
+        exponent = exponent.operand
+    return isinstance(exponent, ast.Constant) and type(exponent.value) is int and exponent.value <= MAX_SHAPE_EXPONENT
 
 
 def _is_shape_syntax(node: ast.AST) -> bool:
@@ -181,5 +252,8 @@ def _is_shape_syntax(node: ast.AST) -> bool:
         return bool(SHAPE_NAME.fullmatch(node.id))
     if isinstance(node, ast.Constant):
         value = node.value
-        return type(value) in (int, float, bool) or (isinstance(value, str) and bool(SHAPE_STRING.fullmatch(value)))
+        if type(value) is int:
+            return abs(value) <= MAX_SHAPE_INTEGER
+        return type(value) in (float, bool) or (isinstance(value, str) and len(value) <= 40
+                                                and bool(SHAPE_STRING.fullmatch(value)))
     return True

@@ -140,3 +140,64 @@ def test_a_damaged_archive_is_a_trace_error_not_a_crash():
     damaged = with_records(exported_linear(), {"data/weights/model_weights_config.json": None})
     with pytest.raises(TraceError, match="not a loadable torch.export program"):
         parse_pt2(damaged, name="damaged.pt2")
+
+
+def flipped_byte(archive: bytes, record_name: str) -> bytes:
+    """``archive`` with one byte of a stored (uncompressed) record changed: its CRC no longer matches."""
+    data = bytearray(archive)
+    at = data.index(record(archive, record_name)[:16])
+    data[at] ^= 0xFF
+    return bytes(data)
+
+
+def test_an_unreadable_archive_is_refused_not_an_internal_error():
+    archive = exported_linear()
+    nested = b"[" * 100_000 + b"]" * 100_000
+    for broken in (flipped_byte(archive, "models/model.json"), with_records(archive, {"models/model.json": nested})):
+        with pytest.raises(TraceError, match="refused by the safe .pt2 loader: the archive cannot be read"):
+            check_pt2_archive(broken, "broken.pt2")
+
+
+@pytest.mark.parametrize("target", ["torch.os.system", "builtins.exec", "_operator.call", "#custom_op"])
+def test_a_program_calling_anything_but_a_pytorch_operator_is_refused(target):
+    archive = exported_linear()
+    program = record(archive, "models/model.json").decode()
+    assert '"target": "torch.ops.aten.linear.default"' in program
+    evil = with_records(archive, {"models/model.json": program.replace(
+        '"target": "torch.ops.aten.linear.default"', json.dumps({"target": target})[1:-1], 1).encode()})
+    with pytest.raises(TraceError, match="which is not a PyTorch operator"):
+        check_pt2_archive(evil, "evil.pt2")
+
+
+@pytest.mark.parametrize("expression", ["9**9**9", "Integer(9)**Integer(9)**Integer(9)",
+                                        "Pow(Integer(10), Integer(1000000000000))", "Integer(10)**100000",
+                                        "-" * 10_000 + "1", str(2**64)])
+def test_a_shape_expression_sympy_would_take_forever_on_is_refused(expression):
+    archive = exported_linear(dynamic_shapes=({0: torch.export.Dim.AUTO},))
+    program = record(archive, "models/model.json").decode()
+    heavy = json.dumps({"as_expr": {"expr_str": expression, "hint": {"as_int": 8}}})
+    evil = with_records(archive, {"models/model.json": program.replace('{"as_int": 8}', heavy, 1).encode()})
+    with pytest.raises(TraceError, match="shape expression that is not arithmetic"):
+        check_pt2_archive(evil, "evil.pt2")
+
+
+def test_small_powers_of_shapes_are_allowed():
+    from remat_core.pt2_safety import _is_shape_arithmetic
+    assert _is_shape_arithmetic("Pow(Symbol('s0', integer=True), Integer(2))")
+    assert _is_shape_arithmetic("PowByNatural(Integer(2), Symbol('s1', integer=True))")
+    assert _is_shape_arithmetic("s0**2 + 1")
+
+
+def test_an_archive_too_large_once_unpacked_is_refused(monkeypatch):
+    archive = exported_linear()
+    monkeypatch.setattr("remat_core.pt2_safety.MAX_UNPACKED_BYTES", 1000)
+    with pytest.raises(TraceError, match="it unpacks to [0-9,]+ bytes, over the loader's limit of 1,000"):
+        check_pt2_archive(archive, "big.pt2")
+    monkeypatch.setattr("remat_core.pt2_safety.MAX_UNPACKED_BYTES", 2**30)
+    monkeypatch.setattr("remat_core.pt2_safety.MAX_JSON_BYTES", 100)
+    with pytest.raises(TraceError, match="bytes of JSON, over the loader's limit of 100"):
+        check_pt2_archive(archive, "big.pt2")
+
+
+def test_a_program_saved_without_sample_inputs_passes_the_check():
+    check_pt2_archive(with_records(exported_linear(), {"data/sample_inputs/model.pt": b""}), "no-inputs.pt2")
