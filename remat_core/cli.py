@@ -1,10 +1,11 @@
 """Command line: ``python -m remat_core <command> ...``.
 
-Exit codes: 0 success; 1 invalid schedule (the message names the step); 2 bad input (bad file,
-bad graph, bad budget text, unknown solver, a model that cannot be traced: a message on stderr, no
-traceback unless ``--debug``); 3 infeasible budget (the message gives the budget asked and the
-smallest known feasible one); 4 internal error (any other exception: a bug of this package, not of
-the input; one line asking for a report, the traceback with ``--debug``).
+Exit codes: 0 success; 1 invalid schedule (the message names the step); 2 bad input (bad file, bad
+graph, bad budget text, unknown solver, a model that cannot be traced, a model too big for the
+machine's memory: a message on stderr, no traceback unless ``--debug``); 3 infeasible budget (the
+message gives the budget asked and the smallest known feasible one); 4 internal error (any other
+exception: a bug of this package, not of the input; one line asking for a report, the traceback with
+``--debug``).
 
 Each command is a pair: ``add_<name>_parser(subparsers)`` declares it and ``cmd_<name>(args)``
 runs it and returns the exit code.
@@ -401,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, e, EXIT_INVALID_SCHEDULE)
     except InfeasibleBudget as e:
         return _fail(args, e, EXIT_INFEASIBLE)
-    except (RematError, OSError) as e:
+    except (RematError, OSError, MemoryError) as e:
         return _fail(args, e, EXIT_BAD_INPUT)
     except Exception as e:  # not the input's fault: every bad input raises a RematError
         return _fail(args, e, EXIT_INTERNAL_ERROR)
@@ -414,6 +415,8 @@ def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:
         sys.stderr.write(f"internal error: {type(error).__name__}: {_first_line(error)}\nThis is a bug in Remat "
                          f"Explorer, not in your input: please report it with the command you ran; rerun with "
                          f"--debug for the traceback.\n")
+    elif isinstance(error, MemoryError):  # the machine's limit, not a bug: say what would fit
+        sys.stderr.write("error: ran out of memory; try a smaller model, batch or input size, or --level module\n")
     else:
         sys.stderr.write(f"error: {error}\n")
     return code

@@ -136,6 +136,19 @@ def test_an_unexpected_exception_is_an_internal_error_exit_4(graph_file, monkeyp
         package_log.setLevel(level)  # --debug set DEBUG for this process; later tests expect the default
 
 
+def test_running_out_of_memory_is_bad_input_with_what_to_make_smaller(graph_file, monkeypatch, capsys):
+    from remat_core import cli
+
+    def too_big(args):
+        raise MemoryError()
+
+    _, path = graph_file
+    monkeypatch.setitem(cli.COMMANDS, "info", (cli.add_info_parser, too_big))
+    assert cli.main(["info", str(path)]) == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("error: ran out of memory; try a smaller") and "report" not in err
+
+
 def test_debug_shows_traceback(graph_file):
     _, path = graph_file
     out = run("--debug", "solve", path, "--budget", "lots")
