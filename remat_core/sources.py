@@ -147,10 +147,11 @@ def load_factory(spec: str, batch_size: int | None = None, options: Mapping[str,
 
 
 def _described(error: BaseException) -> str:
-    """``Type: first line of the message``, and where in the user's files it was raised."""
+    """``Type: first line of the message``, and where in the user's files it was raised (the innermost
+    frame outside torch and the standard library)."""
+    from .tracing.capture import user_frame  # imports torch: only once a user's code has failed
+
     lines = str(error).strip().splitlines()
     text = f"{type(error).__name__}: {lines[0] if lines else '(no message)'}"
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return text + (f", at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "")
+    location = user_frame(error.__traceback__)
+    return text + (f", at {location}" if location else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -66,6 +67,10 @@ USER_MODELS = '''
 
     def broken():
         return 1 / 0
+
+
+    def bad_layer():
+        return torch.nn.Linear(-4, 2), (torch.randn(3, 4),)
 
 
     def mismatched():
@@ -148,6 +153,12 @@ def test_bad_input_exits_2_with_a_message(user_package, args, message):
     out = run(*args, cwd=user_package)
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_factory_failing_inside_torch_names_the_users_line(user_package):
+    out = run("trace", "--model", "my_models:bad_layer", "-o", "g.json", cwd=user_package)
+    assert out.returncode == 2 and "negative dimension -4" in out.stderr
+    assert re.search(r", at \S*my_models\.py:\d+\)", out.stderr) and "site-packages" not in out.stderr
 
 
 def test_an_onnx_failure_names_the_file_the_op_and_a_hint(tmp_path):

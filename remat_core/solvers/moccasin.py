@@ -278,8 +278,8 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
         The CP's schedule: ``solver_info`` holds ``status`` (CP-SAT's), ``objective`` and
         ``lower_bound`` (in cost units), ``gap``, ``exact`` (proved optimal within ``C``
         intervals of this order), ``cost_scale`` and ``objective_rounded`` (when costs had to be
-        rounded to integers), and ``incumbents``: ``[seconds since the call, objective]`` of each
-        solution CP-SAT found. A heuristic's schedule: ``source``, ``exact`` False, ``why``,
+        rounded to integers), and ``incumbents``: ``[seconds since the call, cost]`` of each
+        solution CP-SAT found (its true cost, not the rounded objective). A heuristic's schedule: ``source``, ``exact`` False, ``why``,
         ``source_info`` and ``fixed_order`` (the CP's own ``solver_info`` and ``cost``, or its
         ``refusal``).
 

@@ -277,7 +277,7 @@ def _trace_error(source: str, error: BaseException, module: str | None, logged_o
     op = next((str(e.func) for e in _chain(error) if getattr(e, "func", None) is not None), logged_op)
     hint = next((text for kinds, text in _HINTS if isinstance(error, kinds)), _GENERIC_HINT)
     reason = f"{type(error).__name__}: {_first_line(error)}"
-    location = _user_frame(error.__traceback__)
+    location = user_frame(error.__traceback__)
     if location:
         reason += f" (raised at {location})"
     if module is not None:
@@ -308,7 +308,7 @@ def _raised_by_the_tracer(error: BaseException) -> bool:
     return tb is not None and _is_under(tb.tb_frame.f_code.co_filename, _TRACER_DIR)
 
 
-def _user_frame(tb: TracebackType | None) -> str | None:
+def user_frame(tb: TracebackType | None) -> str | None:
     """``file:line`` of the innermost frame outside torch, the tracer and Python's standard library:
     the model's code, if any."""
     found = None
