@@ -180,7 +180,7 @@ def _check_payload_config(config: Any, kind: str, record: str, what: str) -> Non
 
 def _check_shape_expressions(document: Any, record: str, what: str) -> None:
     """Every ``expr_str`` of the program (sympy evaluates them as Python) is plain shape arithmetic."""
-    for expression in _expression_strings(document):
+    for expression in _values_of(document, "expr_str"):
         if not _is_shape_arithmetic(expression):
             raise _refuse(what, f"'{record}' has a shape expression that is not arithmetic over shape symbols "
                                 f"({expression[:80]!r})")
@@ -191,11 +191,6 @@ def _check_operators(document: Any, record: str, what: str) -> None:
     for target in (*_values_of(document, "target"), *_values_of(document, "as_operator")):
         if not (isinstance(target, str) and OPERATOR_TARGET.fullmatch(target)):
             raise _refuse(what, f"'{record}' calls {str(target)[:80]!r}, which is not a PyTorch operator")
-
-
-def _expression_strings(document: Any) -> Iterator[Any]:
-    """The values of every ``expr_str`` key, at any depth."""
-    return _values_of(document, "expr_str")
 
 
 def _values_of(document: Any, wanted: str) -> Iterator[Any]:
