@@ -24,7 +24,7 @@ from .budget import format_bytes, parse_budget
 from .compare import ComparisonRow, compare, pareto_optimal, sweep_budgets
 from .cost_models import COST_MODELS
 from .decompose import KINDS, PATH_METHODS, TREE_HEURISTICS, decompose, separator_tree
-from .errors import BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError
+from .errors import BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SolverOptionError, first_line
 from .graph import ComputeGraph
 from .io import load_graph, load_schedule, save_schedule
 from .pareto import reported_gap
@@ -243,9 +243,9 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
                f"the solver found no schedule within the budget, and X is the smallest budget it knows a "
                f"schedule fits (the true smallest may be lower); 'refused': the graph is larger than the solver's "
                f"formulation is built for (--json gives why and the option that raises the limit); LP bound = "
-               f"Checkmate's LP lower bound on the overhead of frontier-advancing schedules in the graph's fixed topological order, not of all "
-               f"schedules (else why there is none: infeasible, unproven in the time limit, refused: too large, "
-               f"skipped)")
+               f"Checkmate's LP lower bound on the overhead of frontier-advancing schedules in the graph's fixed "
+               f"topological order, not of all schedules (else why there is none: infeasible, unproven in the "
+               f"time limit, refused: too large, skipped)")
     return "\n".join(out)
 
 
@@ -412,7 +412,7 @@ def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:
     if args.debug:
         raise error
     if code == EXIT_INTERNAL_ERROR:
-        sys.stderr.write(f"internal error: {type(error).__name__}: {_first_line(error)}\nThis is a bug in Remat "
+        sys.stderr.write(f"internal error: {type(error).__name__}: {first_line(error)}\nThis is a bug in Remat "
                          f"Explorer, not in your input: please report it with the command you ran; rerun with "
                          f"--debug for the traceback.\n")
     elif isinstance(error, MemoryError):  # the machine's limit, not a bug: say what would fit
@@ -420,8 +420,3 @@ def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:
     else:
         sys.stderr.write(f"error: {error}\n")
     return code
-
-
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else "(no message)"

@@ -9,6 +9,13 @@ bug of this package (exit 4, "internal error").
 from __future__ import annotations
 
 
+def first_line(error: BaseException, limit: int | None = None) -> str:
+    """The first line of ``error``'s message ("(no message)" when it has none), cut to ``limit`` characters."""
+    lines = str(error).strip().splitlines()
+    line = lines[0] if lines else "(no message)"
+    return line if limit is None or len(line) <= limit else line[:limit - 3] + "..."
+
+
 class RematError(Exception):
     """Base class of every error this package raises on purpose."""
 

@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import OnnxImportError
+from .errors import OnnxImportError, first_line
 from .graph import ComputeGraph, Node
 from .io import register_graph_loader
 from .cost_models import FLOPS_PER_BYTE
@@ -103,7 +103,7 @@ _INFERENCE_OP = re.compile(r"\(op_type:(?P<type>[^,]+), node name: (?P<name>[^)]
 
 def _inference_error(label: str, error: Exception) -> OnnxImportError:
     """ONNX's shape inference message, with the op it names (``op_type:MatMul, node name: /fc/MatMul``)."""
-    first = str(error).strip().splitlines()[0]
+    first = first_line(error)
     found = _INFERENCE_OP.search(first)
     op = f"{found['name'] or '(unnamed)'} ({found['type']})" if found else None
     reason = re.sub(r"\[ShapeInferenceError\]\s*", "", found["rest"] if found else first).strip()

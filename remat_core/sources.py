@@ -11,7 +11,7 @@ import importlib
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import TraceError
+from .errors import TraceError, first_line
 from .graph import ComputeGraph
 
 
@@ -151,7 +151,6 @@ def _described(error: BaseException) -> str:
     frame outside torch and the standard library)."""
     from .tracing.capture import user_frame  # imports torch: only once a user's code has failed
 
-    lines = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {lines[0] if lines else '(no message)'}"
+    text = f"{type(error).__name__}: {first_line(error)}"
     location = user_frame(error.__traceback__)
     return text + (f", at {location}" if location else "")

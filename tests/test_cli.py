@@ -190,3 +190,11 @@ def test_decompose_refuses_an_unknown_heuristic(graph_file):
     _, path = graph_file
     out = run("decompose", path, "--heuristic", "bogus")
     assert out.returncode == 2 and "min_degree, min_fill, exact" in out.stderr
+
+
+def test_an_error_with_no_message_reads_no_message_and_long_lines_are_cut():
+    from remat_core.errors import first_line
+
+    assert first_line(ValueError("")) == "(no message)"
+    assert first_line(ValueError("first\nsecond")) == "first"
+    assert first_line(ValueError("x" * 400), limit=300) == "x" * 297 + "..."

@@ -39,7 +39,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
                                            UnsupportedOperatorException)
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from ..errors import RematError, TraceError
+from ..errors import RematError, TraceError, first_line
 from ..losses import SUM_OF_OUTPUTS, LossSetup
 
 LOSS_MODULE = "<loss>"
@@ -276,7 +276,7 @@ def _trace_error(source: str, error: BaseException, module: str | None, logged_o
     was raised."""
     op = next((str(e.func) for e in _chain(error) if getattr(e, "func", None) is not None), logged_op)
     hint = next((text for kinds, text in _HINTS if isinstance(error, kinds)), _GENERIC_HINT)
-    reason = f"{type(error).__name__}: {_first_line(error)}"
+    reason = f"{type(error).__name__}: {first_line(error, limit=300)}"
     location = user_frame(error.__traceback__)
     if location:
         reason += f" (raised at {location})"
@@ -360,12 +360,6 @@ def _meta_kernel_failures() -> Iterator[_MetaKernelFailures]:
         yield failures
     finally:
         logger.removeFilter(failures)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    line = text.splitlines()[0] if text else "(no message)"
-    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def real_placeholder_values(joint: JointGraph, purpose: str, hint: str) -> list[torch.Tensor]:
