@@ -7,9 +7,9 @@ from explorer import state
 from explorer.cache import lifetime_figure, memory_figure, options_key, solve_key
 from explorer.frame import require_entry
 from explorer.pages import page_path
+from explorer.exports import schedule_download
 from explorer.tensor_run import tensor_run_panel
 from explorer.waiting import awaited_outcome
-from explorer.exports import schedule_download
 from explorer.widgets import lifetime_controls, outcome_message, percent, plain, tensor_name
 from remat_core.budget import format_bytes
 from remat_core.explain import describe_reason

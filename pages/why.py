@@ -57,7 +57,7 @@ for computation in explanation.computations:
     with st.container(border=True):
         title = f"{ordinal(computation.occurrence)} computation · step {computation.step}"
         st.markdown(f"**{title}**" + (" · recomputation" if computation.is_recomputation else ""))
-        st.markdown(plain(describe_computation(graph, computation, budget, format_bytes)))
+        st.markdown(plain(describe_computation(graph, computation, budget)))
         if computation.freed_reason or computation.reason:
             with st.expander("Recorded reasons"):
                 st.json({"compute": computation.reason, "previous free": computation.freed_reason})

@@ -174,8 +174,7 @@ BYTE_FIELDS = frozenset({"memory", "footprint", "bytes", "mem"})
 _BYTES_IN_TEXT = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
 
 
-def describe_reason(reason: Reason | None, context: str = "",
-                    format_bytes: Callable[[float], str] = format_bytes) -> str:
+def describe_reason(reason: Reason | None, context: str = "") -> str:
     """A reason as one sentence: its text with byte counts formatted, then in brackets its rule and the
     structured fields the text (or ``context``, the sentence around it) does not already say."""
     if not reason:
@@ -183,8 +182,8 @@ def describe_reason(reason: Reason | None, context: str = "",
     raw = str(reason.get("text", "")).strip()
     text = _BYTES_IN_TEXT.sub(lambda m: format_bytes(int(m.group(1).replace(",", ""))), raw) or "no text"
     said = f"{context} {raw} {text}"
-    extra = [f"{key} {_field_value(key, value, format_bytes)}" for key, value in reason.items()
-             if key not in ("text", "rule") and value is not None and not _already_said(key, value, said, format_bytes)]
+    extra = [f"{key} {_field_value(key, value)}" for key, value in reason.items()
+             if key not in ("text", "rule") and value is not None and not _already_said(key, value, said)]
     tail = "; ".join(part for part in (str(reason.get("rule") or ""), ", ".join(extra)) if part)
     return f"{text} ({tail})" if tail else text
 
@@ -193,11 +192,11 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _field_value(key: str, value: Any, format_bytes: Callable[[float], str]) -> str:
+def _field_value(key: str, value: Any) -> str:
     return format_bytes(value) if key in BYTE_FIELDS and _is_count(value) else _short(value)
 
 
-def _already_said(key: str, value: Any, text: str, format_bytes: Callable[[float], str]) -> bool:
+def _already_said(key: str, value: Any, text: str) -> bool:
     """Whether ``text`` states this field: a name or float as written, a count next to its key (``bag 7``,
     ``4 candidates``), a large number as written (``1,048,576``), bytes formatted."""
     if isinstance(value, str):
@@ -223,15 +222,14 @@ def _short(value: Any, limit: int = 8) -> str:
     return str(value)
 
 
-def describe_computation(graph: ComputeGraph, c: Computation, budget: int | None,
-                         format_bytes: Callable[[float], str] = format_bytes) -> str:
+def describe_computation(graph: ComputeGraph, c: Computation, budget: int | None) -> str:
     """A paragraph for one computation, in the words the explorer shows (each reason's fields only where
     the paragraph does not say them already)."""
     name = graph.node(c.tensor).display_name
     parts = [f"{ordinal(c.occurrence)} computation of {name}, at step {c.step}."]
     if c.freed_step is not None:
         freed = f"It had been freed at step {c.freed_step} with {format_bytes(c.freed_at_memory)} in use"
-        parts.append(f"{freed}: {describe_reason(c.freed_reason, freed, format_bytes)}.")
+        parts.append(f"{freed}: {describe_reason(c.freed_reason, freed)}.")
     if c.needed_by is not None:
         parts.append(f"Needed by {graph.node(c.needed_by).display_name} (step {c.needed_by_step}).")
     elif c.tensor in graph.outputs:
@@ -242,7 +240,7 @@ def describe_computation(graph: ComputeGraph, c: Computation, budget: int | None
     if budget:
         used += f" of a {format_bytes(budget)} budget ({c.memory_after / budget:.0%})"
     parts.append(used + ".")
-    parts.append(f"Solver's reason: {describe_reason(c.reason, ' '.join(parts), format_bytes)}.")
+    parts.append(f"Solver's reason: {describe_reason(c.reason, ' '.join(parts))}.")
     return " ".join(parts)
 
 

@@ -4,7 +4,6 @@ import pytest
 from recompute_fixture import chain3, recompute_schedule, simulated
 
 from remat_core import GraphError, ScheduleFormatError, Schedule, checkpoint_all_peak, solve
-from remat_core.budget import format_bytes
 from remat_core.generators import chain
 from remat_core.explain import (KEPT_TO_RECOMPUTED, RECOMPUTED_TO_KEPT, computes_by_solving, describe_computation,
                                 describe_reason, explain_tensor, recomputed_tensors, schedule_diff,
@@ -34,13 +33,13 @@ def test_an_output_never_read_has_no_reader_and_is_described_as_an_output():
     explanation = explain_tensor(graph, recompute_schedule(graph), "b1")
     (only,) = explanation.computations
     assert only.needed_by is None and explanation.is_output
-    assert "output of the graph" in describe_computation(graph, only, 40, format_bytes)
+    assert "output of the graph" in describe_computation(graph, only, 40)
 
 
 def test_description_has_the_reason_the_free_and_the_budget_share():
     graph = chain3()
     second = explain_tensor(graph, recompute_schedule(graph), "f1").computations[1]
-    text = describe_computation(graph, second, 40, format_bytes)
+    text = describe_computation(graph, second, 40)
     assert "2nd computation" in text and "freed at step 2" in text and "evicted to make room" in text
     assert "grad 2" in text and "budget" in text and "%" in text
 
