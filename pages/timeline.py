@@ -5,9 +5,9 @@ import streamlit as st
 
 from explorer import state
 from explorer.cache import lifetime_figure, memory_figure, options_key, solve_key
+from explorer.exports import schedule_download
 from explorer.frame import require_entry
 from explorer.pages import page_path
-from explorer.exports import schedule_download
 from explorer.tensor_run import tensor_run_panel
 from explorer.waiting import awaited_outcome
 from explorer.widgets import lifetime_controls, outcome_message, percent, plain, tensor_name
