@@ -251,9 +251,10 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
     -----
     When checkpoint-all fits it is returned at once, proved optimal (computing every needed node
     once is a lower bound, so the LP's optimum is its cost): rounding the LP could otherwise miss
-    it and refuse a budget that checkpoint-all meets. Steps: build the LP (O(n^2) variables, O(n (n + |E|)) rows); solve it with HiGHS; round ``S``
-    (threshold sweep or random), repair ``R`` (:func:`repair_r`), simulate each rounding; if none
-    fits, shrink the LP's budget by ``1 - epsilon`` and repeat, at most ``retries`` times.
+    it and refuse a budget that checkpoint-all meets. Steps: build the LP (O(n^2) variables,
+    O(n (n + |E|)) rows); solve it with HiGHS; round ``S`` (threshold sweep or random), repair ``R``
+    (:func:`repair_r`), simulate each rounding; if none fits, shrink the LP's budget by
+    ``1 - epsilon`` and repeat, at most ``retries`` times.
 
     References
     ----------

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -110,11 +110,8 @@ class _IntervalModel:
         self.most = max(sum(demands), self.capacity)  # every interval alive at once
         self.footprint = self.model.new_int_var(0, self.most, "footprint")
         self.model.add_cumulative(intervals_made, demands, self.footprint)
-        self._optional = [(self.present[p][c], int(self.costs.values[p])) for p in range(grid.n)
-                          for c in range(1, len(self.present[p]))]
-        # each optional interval's presence with the true (unrounded) cost of that recomputation
-        self.recomputations = [(self.present[p][c], float(grid.cost[p])) for p in range(grid.n)
-                               for c in range(1, len(self.present[p]))]
+        # each optional interval (a recomputation): its presence and its node
+        self.recomputations = [(self.present[p][c], p) for p in range(grid.n) for c in range(1, len(self.present[p]))]
 
     def _add_intervals(self, intervals: int) -> tuple[list[Any], list[int]]:
         """Up to ``intervals`` ordered retention intervals per node; returns them and their demands."""
@@ -178,7 +175,8 @@ class _IntervalModel:
     def minimize_cost(self) -> None:
         """The problem itself: peak within budget, minimise the cost of recomputations."""
         self.model.add(self.footprint <= self.capacity)
-        self.model.minimize(sum(coef * var for var, coef in self._optional) if self._optional else 0)
+        self.model.minimize(sum(int(self.costs.values[p]) * present for present, p in self.recomputations)
+                            if self.recomputations else 0)
 
     def hint_solution(self, solver) -> None:
         """Hint every variable with its value in the solver's last solution."""
@@ -279,9 +277,9 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
         ``lower_bound`` (in cost units), ``gap``, ``exact`` (proved optimal within ``C``
         intervals of this order), ``cost_scale`` and ``objective_rounded`` (when costs had to be
         rounded to integers), and ``incumbents``: ``[seconds since the call, cost]`` of each
-        solution CP-SAT found (its true cost, not the rounded objective). A heuristic's schedule: ``source``, ``exact`` False, ``why``,
-        ``source_info`` and ``fixed_order`` (the CP's own ``solver_info`` and ``cost``, or its
-        ``refusal``).
+        solution CP-SAT found (its true cost, not the rounded objective). A heuristic's schedule:
+        ``source``, ``exact`` False, ``why``, ``source_info`` and ``fixed_order`` (the CP's own
+        ``solver_info`` and ``cost``, or its ``refusal``).
 
     Raises
     ------
@@ -338,7 +336,7 @@ def _search(grid: StageGrid, budget: int, started: float, limit: float, interval
     model.minimize_cost()
     offset = time.perf_counter() - started
     solver = _solver(model, limit - offset, workers, seed)
-    incumbents = _incumbent_recorder(model.cp, offset, constant, model.recomputations)
+    incumbents = _incumbent_recorder(model.cp, offset, constant, model.recomputations, grid.cost)
     status = solver.solve(model.model, incumbents)
     info.update(status=solver.status_name(status).lower(), cp_seconds=round(solver.wall_time, 4),
                 incumbents=incumbents.found)
@@ -412,12 +410,13 @@ def _phase1(model: _IntervalModel, graph: ComputeGraph, budget: int, seconds: fl
     raise InfeasibleBudget(budget, smallest, "moccasin", detail)
 
 
-def _incumbent_recorder(cp_model, offset: float, constant: float, recomputations: list[tuple[Any, float]]):
+def _incumbent_recorder(cp_model, offset: float, constant: float, recomputations: list[tuple[Any, int]],
+                        cost: Sequence[float]):
     """A CP-SAT solution callback that records ``[seconds since the call, cost]`` per solution.
 
     ``offset`` is the time spent before this solve (greedy, model, phase 1); CP-SAT's own clock
-    starts at zero. The cost is ``constant`` (every node once) plus the true cost of each present
-    recomputation, not CP-SAT's objective, whose costs may be rounded to integers. The class is
+    starts at zero. The cost is ``constant`` (every node once) plus the true ``cost`` of the node of
+    each present recomputation, not CP-SAT's objective, whose costs may be rounded to integers. The class is
     built here because ortools is imported only when moccasin runs.
     """
     class Incumbents(cp_model.CpSolverSolutionCallback):
@@ -426,7 +425,7 @@ def _incumbent_recorder(cp_model, offset: float, constant: float, recomputations
             self.found: list[list[float]] = []
 
         def on_solution_callback(self) -> None:
-            cost = constant + sum(c for present, c in recomputations if self.boolean_value(present))
-            self.found.append([round(offset + self.wall_time, 4), cost])
+            total = constant + sum(float(cost[p]) for present, p in recomputations if self.boolean_value(present))
+            self.found.append([round(offset + self.wall_time, 4), total])
 
     return Incumbents()
