@@ -22,7 +22,7 @@ from ._portfolio import separator_fallback
 from ._separator_recursion import (DEFAULT_MAX_COMPUTES, plan_over_hierarchy, schedule_from_plan, segment_hierarchy,
                                    separator_hierarchy, solve_over_hierarchy)
 from .base import Option, register
-from .treewidth import BUDGET_AWARE, FALLBACK, MAX_COMPUTES, REFERENCE
+from .treewidth import BUDGET_AWARE, FALLBACK, MAX_COMPUTES, REFERENCE, decomposition_info
 
 METHOD = Option("method", str, "best", "path decomposition method", choices=PATH_METHODS)
 
@@ -44,8 +44,7 @@ def pathwidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     decomposition = path_decomposition(graph, method)
     hierarchy = graph.memo(f"solvers.pathwidth.hierarchy.{method}", lambda: separator_hierarchy(
         graph, decomposition, separator_tree(decomposition)))
-    info = {"decomposition": "path", "method": method, "width": decomposition.width, "bags": len(decomposition),
-            "decomposition_seconds": decomposition.seconds}
+    info = decomposition_info(decomposition, "method", method)
     return separator_fallback(graph, budget, "pathwidth", lambda: solve_over_hierarchy(
         graph, budget, hierarchy, solver="pathwidth", budget_aware=budget_aware, max_computes=max_recursion_computes,
         info=info), enabled=budget_aware and fallback, info=info)
@@ -87,8 +86,7 @@ def pathwidth_linear(graph: ComputeGraph, budget: int, *, time_limit: float | No
     """
     del time_limit
     decomposition = path_decomposition(graph, method)
-    info = {"decomposition": "path", "method": method, "width": decomposition.width, "bags": len(decomposition),
-            "decomposition_seconds": decomposition.seconds}
+    info = decomposition_info(decomposition, "method", method)
     return separator_fallback(graph, budget, "pathwidth-linear", lambda: _segment_schedule(
         graph, budget, decomposition, budget_aware, segments, info), enabled=budget_aware and fallback, info=info)
 

@@ -10,7 +10,9 @@ decomposition fits, to the cheapest quick heuristic that fits (see ``docs/algori
 
 from __future__ import annotations
 
-from ..decompose import TREE_HEURISTICS, separator_tree, tree_decomposition
+from typing import Any
+
+from ..decompose import TREE_HEURISTICS, Decomposition, separator_tree, tree_decomposition
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ._portfolio import separator_fallback
@@ -76,8 +78,14 @@ def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     decomposition = tree_decomposition(graph, heuristic)
     hierarchy = graph.memo(f"solvers.treewidth.hierarchy.{heuristic}", lambda: separator_hierarchy(
         graph, decomposition, separator_tree(decomposition)))
-    info = {"decomposition": "tree", "heuristic": heuristic, "width": decomposition.width,
-            "bags": len(decomposition), "decomposition_seconds": decomposition.seconds}
+    info = decomposition_info(decomposition, "heuristic", heuristic)
     return separator_fallback(graph, budget, "treewidth", lambda: solve_over_hierarchy(
         graph, budget, hierarchy, solver="treewidth", budget_aware=budget_aware, max_computes=max_recursion_computes,
         info=info), enabled=budget_aware and fallback, info=info)
+
+
+def decomposition_info(decomposition: Decomposition, option: str, value: str) -> dict[str, Any]:
+    """The ``solver_info`` the separator solvers share: which decomposition (and the option that chose
+    it, as given), its width, bags and time."""
+    return {"decomposition": decomposition.kind, option: value, "width": decomposition.width,
+            "bags": len(decomposition), "decomposition_seconds": decomposition.seconds}
