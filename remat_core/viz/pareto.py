@@ -4,8 +4,9 @@ Marks the lower bound (no schedule fits below it: shaded), the checkpoint-all pe
 recomputation needed above it), the current budget, each solver's exact result there, and a
 solver's own lower bound on the cost where it reports one (``checkmate-lp``'s LP value, drawn as
 "best possible in topological order": Checkmate's relaxation bounds the schedules that follow the
-graph's topological order, so a heuristic free to reorder can fall below it). The overhead axis can be logarithmic: near the lower bound overheads span orders
-of magnitude, and a log axis separates the solvers there; an overhead of zero has no place on it.
+graph's topological order, so a heuristic free to reorder can fall below it). The overhead axis can
+be logarithmic: near the lower bound overheads span orders of magnitude, and a log axis separates
+the solvers there; an overhead of zero has no place on it.
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
               {"type": "rect", "name": "infeasible region", "xref": "x", "yref": "paper", "x0": 0,
                "x1": lower_bound / scale, "y0": 0, "y1": 1, "fillcolor": "rgba(0,0,0,0.06)", "line": {"width": 0},
                "layer": "below"}]
-    annotations = [_vlabel(lower_bound / scale, " lower bound", "left"),
-                   _vlabel(checkpoint_all_peak / scale, "checkpoint-all peak ", "right")]
+    annotations = [_vlabel(lower_bound / scale, f" {LOWER_BOUND}", "left"),
+                   _vlabel(checkpoint_all_peak / scale, f"{PEAK} ", "right")]
     if budget is not None:
         shapes.append(_vline(budget / scale, BUDGET))
     if dropped:
