@@ -128,7 +128,7 @@ def module_groups(graph: ComputeGraph, max_depth: int = 2) -> list[str]:
     node's module, in order of first appearance (``layer1``, ``layer1.0``, ``layer1.1``, ``layer2``...)."""
     groups: dict[str, None] = {}
     for node in graph.nodes:
-        for depth in range(1, max_depth + 1):
-            if node.module:
+        if node.module:
+            for depth in range(1, max_depth + 1):
                 groups.setdefault(module_prefix(node.module, depth), None)
     return list(groups)
