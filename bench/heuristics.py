@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from remat_core import ComputeGraph, InfeasibleBudget, checkpoint_all_peak, load_graph, solve
-from remat_core.compare import sweep_budgets
-from remat_core.generators import layered_training_chain, random_dag, training_chain
+from remat_core.analysis import sweep_budgets
+from remat_core.graph import layered_training_chain, random_dag, training_chain
 
 HEURISTICS = ("chen-sqrt", "chen-greedy", "griewank", "rotor", "dtr", "dtr-eq", "lru", "largest-first", "greedy-size")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from remat_core import (InfeasibleBudget, checkpoint_all_cost, checkpoint_all_peak, load_graph, memory_lower_bound,
                         solve)
 from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
-from remat_core.generators import chain, k_tree, training_chain
+from remat_core.graph import chain, k_tree, training_chain
 from remat_core.solvers._separator_recursion import plan_over_hierarchy, pure_bounds, separator_hierarchy
 
 FRACTIONS = (0.5, 0.25)
@@ -79,8 +79,8 @@ def graph_row(graph, source: str) -> dict:
 
 
 def zoo_graphs():
-    from remat_core.trace import trace_zoo_model
-    from remat_core.zoo import REGISTRY
+    from remat_core.frontends import trace_zoo_model
+    from remat_core.frontends import REGISTRY
 
     for name in REGISTRY:
         yield trace_zoo_model(name, level="op"), f"zoo:{name}"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 from remat_core import checkpoint_all_peak, simulate
-from remat_core.generators import random_dag, training_chain
-from remat_core.simulate import checkpoint_all_ops
+from remat_core.graph import random_dag, training_chain
+from remat_core.schedule import checkpoint_all_ops
 
 
 def main() -> None:

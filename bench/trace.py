@@ -14,11 +14,9 @@ import argparse
 import statistics
 import time
 
-from remat_core.budget import format_bytes
-from remat_core.simulate import checkpoint_all_peak
-from remat_core.trace import trace_training_graph
-from remat_core.tracing.coarsen import coarsen_by_module
-from remat_core.zoo import build_model, list_models
+from remat_core.frontends import build_model, coarsen_by_module, list_models, trace_training_graph
+from remat_core.graph import format_bytes
+from remat_core.schedule import checkpoint_all_peak
 
 EXTRA_RUNS = (("resnet50", 64),)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 
 from remat_core import ComputeGraph, Node, checkpoint_all_peak, memory_lower_bound
-from remat_core.generators import random_dag
+from remat_core.graph import random_dag
 
 
 def training_graph(forward: ComputeGraph, backward_cost_factor: float = 2.0, name: str | None = None) -> ComputeGraph:

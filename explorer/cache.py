@@ -22,11 +22,8 @@ from typing import Any, Callable
 import streamlit as st
 
 from remat_core import ComputeGraph, RematError, Schedule, get_solver
-from remat_core.compare import sweep_budgets
-from remat_core.pareto import ParetoCurve
-from remat_core.simulate import checkpoint_all_cost
-from remat_core.timeline import simulation_of
-from remat_core.views import full_view, module_view, neighbourhood_view
+from remat_core.analysis import ParetoCurve, full_view, module_view, neighbourhood_view, sweep_budgets
+from remat_core.schedule import checkpoint_all_cost, simulation_of
 from remat_core.viz import dag_html, lifetime_candidates, lifetime_chart, memory_timeline_figure
 
 from .state import Model

@@ -14,9 +14,8 @@ from typing import Any, Mapping, Sequence
 import streamlit as st
 
 from remat_core import ComputeGraph, Schedule
+from remat_core.analysis import TensorChange, reported_gap
 from remat_core.decompose import Decomposition, SeparatorTree
-from remat_core.explain import TensorChange
-from remat_core.pareto import reported_gap
 
 from .cache import Outcome
 

@@ -8,10 +8,9 @@ from typing import Any, Mapping
 import streamlit as st
 
 from remat_core import ComputeGraph
-from remat_core.generators import training_chain
-from remat_core.views import full_view
-from remat_core.viz import dag_html
-from remat_core.viz.palette import RECOMPUTE_COLOR
+from remat_core.analysis import full_view
+from remat_core.graph import training_chain
+from remat_core.viz import RECOMPUTE_COLOR, dag_html
 
 EXAMPLE_LAYERS = 6
 TEACHING_SOLVERS = ("treewidth", "pathwidth", "chen-sqrt", "rotor", "griewank", "dtr")

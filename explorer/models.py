@@ -1,7 +1,7 @@
 """Where models come from: the built-in default, generated graphs, and uploaded files.
 
 Uploads are parsed, never executed: graph JSON through :func:`remat_core.parse_graph`, other types
-only through a loader registered for their suffix (``remat_core.io.register_graph_loader``). No
+only through a loader registered for their suffix (``remat_core.graph.io.register_graph_loader``). No
 pickle, no user Python.
 """
 
@@ -14,11 +14,8 @@ from pathlib import Path
 import streamlit as st
 
 from remat_core import ComputeGraph, GraphError, RematError, parse_graph
-from remat_core.backward import with_backward
-from remat_core.budget import format_bytes
-from remat_core.generators import random_dag, training_chain
-from remat_core.io import registered_graph_suffixes
-from remat_core.pt2_import import parse_pt2
+from remat_core.frontends import parse_pt2
+from remat_core.graph import format_bytes, random_dag, registered_graph_suffixes, training_chain, with_backward
 
 from .state import Model
 from .zoo import default_zoo_model

@@ -11,9 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from remat_core import Schedule
-from remat_core.budget import format_bytes
-from remat_core.execute import is_executable
-from remat_core.tensor_check import TensorCheck
+from remat_core.graph import format_bytes
+from remat_core.run import TensorCheck, is_executable
 
 from .cache import start_tensor_check, tensor_check_status
 from .state import Model

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from remat_core import ComputeGraph
-from remat_core.budget import format_bytes
+from remat_core.graph import format_bytes
 
 from .cache import Outcome, solve_outcome, solve_wait_seconds
 from .widgets import plain

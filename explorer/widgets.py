@@ -12,11 +12,9 @@ from typing import Any, Sequence
 import streamlit as st
 
 from remat_core import BudgetError, Schedule, get_solver, list_solvers, parse_budget
-from remat_core.budget import format_bytes
-from remat_core.pareto import CurvePoint, reported_gap
-from remat_core.summary import graph_summary
-from remat_core.viz.palette import ByteUnit, unit_for
-from remat_core.viz.pareto import LOWER_BOUND, MARK_LINES, PEAK
+from remat_core.analysis import CurvePoint, graph_summary, reported_gap
+from remat_core.graph import format_bytes
+from remat_core.viz import ByteUnit, LOWER_BOUND, MARK_LINES, PEAK, unit_for
 
 from . import state
 from .cache import Outcome
@@ -309,7 +307,7 @@ def comparison_rows(outcomes: dict[str, Outcome | None]) -> list[dict[str, Any]]
     """The table of the solvers at the current budget, one row per solver (in the mapping's order).
 
     A ``MIP gap`` column appears when any schedule's solver reports a gap
-    (:func:`remat_core.pareto.reported_gap`); solvers that report none show a dash there.
+    (:func:`remat_core.analysis.pareto.reported_gap`); solvers that report none show a dash there.
     """
     gaps = {name: reported_gap(o.schedule.solver_info) if o is not None and o.schedule is not None else None
             for name, o in outcomes.items()}

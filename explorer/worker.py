@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from remat_core import ComputeGraph, InfeasibleBudget, RematError, Schedule, solve
-from remat_core.compare import LP_AVAILABLE, lp_lower_bound
-from remat_core.pareto import CurvePoint, solve_point
-from remat_core.tensor_check import TensorCheck, check_on_tensors
+from remat_core.analysis import LP_AVAILABLE, CurvePoint, lp_lower_bound, solve_point
+from remat_core.run import TensorCheck, check_on_tensors
 
 KEPT_GRAPHS = 8
 _graphs: OrderedDict[str, ComputeGraph] = OrderedDict()
@@ -86,7 +85,7 @@ def outcome_job(source: PortableGraph, solver: str, budget: int, options: tuple[
 
 def sweep_point_job(source: PortableGraph, solver: str, budget: int, options: tuple[tuple[str, Any], ...],
                     time_limit: float | None) -> CurvePoint:
-    """One point of a Pareto sweep (:func:`remat_core.pareto.solve_point`)."""
+    """One point of a Pareto sweep (:func:`remat_core.analysis.pareto.solve_point`)."""
     return solve_point(_graph(source), solver, budget, time_limit, **dict(options))
 
 
@@ -114,9 +113,9 @@ def share_cores() -> None:
 
 
 def tensor_check_job(source: PortableGraph, rebuild: Callable[[], ComputeGraph], schedule: Schedule) -> CheckOutcome:
-    """:func:`remat_core.tensor_check.check_on_tensors` on the model ``rebuild`` traces (once per graph
+    """:func:`remat_core.run.tensor_check.check_on_tensors` on the model ``rebuild`` traces (once per graph
     in this process, checked to be the graph of ``source``); package errors become a :class:`CheckOutcome`."""
-    from remat_core.execute import with_model_of  # PyTorch: only the execution worker loads it
+    from remat_core.run import with_model_of  # PyTorch: only the execution worker loads it
 
     try:
         graph = _kept(_models, source[0], lambda: with_model_of(_graph(source), rebuild()), KEPT_MODELS)

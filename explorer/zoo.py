@@ -7,9 +7,8 @@ from typing import Any
 
 import streamlit as st
 
-from remat_core.cost_models import COST_MODELS
-from remat_core.trace import LEVELS, trace_zoo_model
-from remat_core.zoo import build_model, get_spec, list_models, param_count
+from remat_core.frontends import LEVELS, build_model, get_spec, list_models, param_count, trace_zoo_model
+from remat_core.graph import COST_MODELS
 
 from .state import Model
 

@@ -10,10 +10,9 @@ from explorer.decompositions import decomposition_figures, selected_bag_vertices
 from explorer.exports import graph_download
 from explorer.frame import require_entry
 from explorer.widgets import plain
+from remat_core.analysis import MAX_DRAWN_NODES, graph_summary
 from remat_core.decompose import PATH_METHODS, TREE_HEURISTICS
-from remat_core.summary import graph_summary
-from remat_core.views import MAX_DRAWN_NODES
-from remat_core.viz.palette import KIND_COLORS
+from remat_core.viz import KIND_COLORS
 
 require_entry()
 

@@ -10,12 +10,10 @@ from explorer.learn import EXAMPLE_LAYERS, example_graph, learn_solver, lesson_d
 from explorer.waiting import awaited_outcome
 from explorer.widgets import option_widgets, percent, plain
 from remat_core import list_solvers, memory_lower_bound
-from remat_core.budget import format_bytes
-from remat_core.explain import describe_reason
-from remat_core.simulate import checkpoint_all_peak
+from remat_core.analysis import describe_reason, step_title, walkthrough_steps
+from remat_core.graph import format_bytes
+from remat_core.schedule import checkpoint_all_peak, describe_op, occurrences
 from remat_core.viz import memory_timeline_figure, path_strip_figure, tree_of_bags_figure
-from remat_core.timeline import describe_op, occurrences
-from remat_core.walkthrough import step_title, walkthrough_steps
 
 require_entry()
 

@@ -10,8 +10,8 @@ from explorer.models import (MAX_UPLOAD_BYTES, failure_message, generated_random
                              model_from_upload, upload_suffixes)
 from explorer.widgets import plain
 from explorer.zoo import zoo_form
-from remat_core.budget import format_bytes
-from remat_core.summary import graph_summary
+from remat_core.analysis import graph_summary
+from remat_core.graph import format_bytes
 from remat_core.viz import module_memory_figure
 
 require_entry()

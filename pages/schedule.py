@@ -5,14 +5,13 @@ import streamlit as st
 
 from explorer import state
 from explorer.cache import SOLVE_WAIT_SECONDS, best_possible, options_key, solve_outcome, sweep_status
-from explorer.frame import require_entry
 from explorer.exports import comparison_records, csv_download, schedule_download
+from explorer.frame import require_entry
 from explorer.widgets import (GAP_COLUMN, GAP_HELP, budget_scale, budget_slider, compare_picker, comparison_rows,
                               estimate_metrics, log_scale_toggle, option_widgets, outcome_message, plain,
                               schedule_metrics, sidebar_schedule, solver_picker, time_limit_input, typed_budget)
-from remat_core.budget import format_bytes
-from remat_core.pareto import curve_table
-from remat_core.summary import graph_summary
+from remat_core.analysis import curve_table, graph_summary
+from remat_core.graph import format_bytes
 from remat_core.viz import pareto_figure
 
 require_entry(draws_schedule_summary=True)

@@ -11,10 +11,9 @@ from explorer.pages import page_path
 from explorer.tensor_run import tensor_run_panel
 from explorer.waiting import awaited_outcome
 from explorer.widgets import lifetime_controls, outcome_message, percent, plain, tensor_name
-from remat_core.budget import format_bytes
-from remat_core.explain import describe_reason
-from remat_core.summary import module_groups
-from remat_core.timeline import describe_op, occurrences
+from remat_core.analysis import describe_reason, module_groups
+from remat_core.graph import format_bytes
+from remat_core.schedule import describe_op, occurrences
 
 require_entry()
 

@@ -11,11 +11,10 @@ from explorer.frame import require_entry
 from explorer.waiting import awaited_outcome
 from explorer.widgets import budget_scale, other_budget_slider, outcome_message, percent, plain, tensor_name
 from remat_core import get_solver
-from remat_core.budget import format_bytes
-from remat_core.explain import (CHANGE_ORDER, OnceThreshold, describe_computation, explain_tensor,
-                                recomputed_tensors, schedule_diff, smallest_budget_computed_once)
-from remat_core.summary import graph_summary
-from remat_core.timeline import ordinal
+from remat_core.analysis import (CHANGE_ORDER, OnceThreshold, describe_computation, explain_tensor, graph_summary,
+                                 recomputed_tensors, schedule_diff, smallest_budget_computed_once)
+from remat_core.graph import format_bytes
+from remat_core.schedule import ordinal
 
 require_entry()
 

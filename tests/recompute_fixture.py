@@ -8,9 +8,9 @@ its ``stats`` and ``simulation`` attached exactly as :func:`remat_core.solve` wo
 from __future__ import annotations
 
 from remat_core import Schedule, simulate
-from remat_core.generators import training_chain
-from remat_core.schedule import reason
-from remat_core.simulate import schedule_stats
+from remat_core.graph.generators import training_chain
+from remat_core.schedule.schedule import reason
+from remat_core.schedule.simulator import schedule_stats
 
 RECOMPUTE_OPS = (
     ("compute", "f1"), ("compute", "f2"), ("free", "f1"), ("compute", "f3"), ("compute", "loss"), ("free", "f3"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from remat_core.graph import ComputeGraph, Node
+from remat_core.graph.compute_graph import ComputeGraph, Node
 
 
 @st.composite
@@ -39,7 +39,7 @@ def compute_graphs(draw, min_nodes: int = 1, max_nodes: int = 14, max_pinned: in
 def structured_graphs(draw, max_nodes: int = 24) -> ComputeGraph:
     """A graph of known structure (k-tree, series-parallel, tree, cycle, grid, training chain) with
     random memory and cost per node: the families the decomposition-based solvers are built for."""
-    from remat_core import generators
+    from remat_core.graph import generators
 
     family = draw(st.sampled_from(["k_tree", "series_parallel", "random_tree", "cycle", "grid", "training_chain"]))
     seed = draw(st.integers(0, 10_000))
@@ -66,7 +66,7 @@ def structured_graphs(draw, max_nodes: int = 24) -> ComputeGraph:
 def training_graphs(draw, max_forward: int = 10) -> ComputeGraph:
     """The training graph (:func:`remat_core.with_backward`) of a random forward DAG whose pinned input trains."""
     from remat_core import with_backward
-    from remat_core.generators import random_dag
+    from remat_core.graph.generators import random_dag
 
     forward = random_dag(draw(st.integers(1, max_forward)), draw(st.floats(0.05, 0.5)), max_mem=40, max_cost=9,
                          seed=draw(st.integers(0, 10_000)))

@@ -19,19 +19,19 @@ from test_pt2_safety import ATTACKS, exported_linear, with_records
 from explorer import models, state, waiting, zoo
 from explorer.cache import (WAIT_MARGIN_SECONDS, best_possible, options_key, solve_key, solve_outcome,
                             solve_wait_seconds, stop_background_work, sweep_status, tensor_check_status)
-from explorer.worker import lp_bound_job, portable
 from explorer.decompositions import SELECTED_BAG, decomposition
 from explorer.exports import comparison_records, csv_text, diff_records, graph_json
-from explorer.pages import PAGES
 from explorer.models import default_model
+from explorer.pages import PAGES
 from explorer.widgets import budget_scale, percent, plain
+from explorer.worker import lp_bound_job, portable
 from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget, parse_graph
-from remat_core.budget import format_bytes
-from remat_core.compare import sweep_budgets
-from remat_core.explain import schedule_diff
-from remat_core.generators import random_dag, training_chain
-from remat_core.trace import trace_zoo_model
-from remat_core.views import MAX_DRAWN_NODES
+from remat_core.analysis.comparison import sweep_budgets
+from remat_core.analysis.explain import schedule_diff
+from remat_core.analysis.views import MAX_DRAWN_NODES
+from remat_core.frontends.trace import trace_zoo_model
+from remat_core.graph.budget import format_bytes
+from remat_core.graph.generators import random_dag, training_chain
 
 TIMEOUT = 60
 

@@ -7,7 +7,7 @@ from strategies import compute_graphs
 
 from bruteforce import optimal_cost
 from remat_core import ComputeGraph, Node, checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
-from remat_core.generators import training_chain
+from remat_core.graph.generators import training_chain
 
 
 def test_chain_with_room_costs_each_node_once():

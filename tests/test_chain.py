@@ -5,8 +5,8 @@ from hypothesis import given
 from strategies import compute_graphs
 
 from remat_core import ComputeGraph, Node, simulate
-from remat_core.generators import training_chain
-from remat_core.scheduling import ops_from_computes
+from remat_core.graph.generators import training_chain
+from remat_core.schedule.ops import ops_from_computes
 from remat_core.solvers._chain import chains, linear_chain, local_peak
 from remat_core.solvers._plans import Leaf, Split, Tape, measure_plan, plan_computes, tape_chain
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from remat_core import checkpoint_all_peak, memory_lower_bound, save_graph
-from remat_core.generators import training_chain
+from remat_core.graph.generators import training_chain
 
 
 def run(*args, cwd=None):
@@ -123,7 +123,7 @@ def test_an_unexpected_exception_is_an_internal_error_exit_4(graph_file, monkeyp
         raise KeyError("a bug")
 
     _, path = graph_file
-    monkeypatch.setitem(cli.COMMANDS, "info", (cli.add_info_parser, buggy))
+    monkeypatch.setitem(cli.COMMANDS, "info", (cli.COMMANDS["info"][0], buggy))
     assert cli.main(["info", str(path)]) == cli.EXIT_INTERNAL_ERROR == 4
     err = capsys.readouterr().err
     assert err.startswith("internal error: KeyError: 'a bug'\n") and "please report it" in err and "--debug" in err
@@ -143,7 +143,7 @@ def test_running_out_of_memory_is_bad_input_with_what_to_make_smaller(graph_file
         raise MemoryError()
 
     _, path = graph_file
-    monkeypatch.setitem(cli.COMMANDS, "info", (cli.add_info_parser, too_big))
+    monkeypatch.setitem(cli.COMMANDS, "info", (cli.COMMANDS["info"][0], too_big))
     assert cli.main(["info", str(path)]) == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith("error: ran out of memory; try a smaller") and "report" not in err

@@ -8,11 +8,11 @@ import pytest
 
 from remat_core import (BudgetError, UnknownSolver, checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound,
                         save_graph, solve)
-from remat_core import compare as comparison
-from remat_core.budget import format_bytes
-from remat_core.compare import (LP_AVAILABLE, LP_INFEASIBLE, LP_REFUSED, LP_SKIPPED, compare, pareto_optimal,
+from remat_core.analysis import comparison
+from remat_core.analysis.comparison import (LP_AVAILABLE, LP_INFEASIBLE, LP_REFUSED, LP_SKIPPED, compare, pareto_optimal,
                                 sweep_budgets)
-from remat_core.generators import training_chain
+from remat_core.graph.budget import format_bytes
+from remat_core.graph.generators import training_chain
 
 
 @pytest.fixture

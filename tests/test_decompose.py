@@ -11,9 +11,9 @@ from strategies import compute_graphs, structured_graphs, training_graphs
 from remat_core import ComputeGraph, DecompositionError, Node
 from remat_core.decompose import (EXACT_MAX_VERTICES, PATH_METHODS, TREE_HEURISTICS, Decomposition, decompose,
                                   path_decomposition, separator_tree, tree_decomposition, validate)
-from remat_core.decompose.path import OrderingProfile, ordering_bags
 from remat_core.decompose._skeleton import skeleton
-from remat_core.generators import cycle, grid, k_tree, random_dag, random_tree, series_parallel, training_chain
+from remat_core.decompose.path import OrderingProfile, ordering_bags
+from remat_core.graph.generators import cycle, grid, k_tree, random_dag, random_tree, series_parallel, training_chain
 
 
 def every_decomposition(graph):

@@ -25,7 +25,7 @@ from strategies import compute_graphs, structured_graphs
 from bruteforce import optimal_cost
 from remat_core import (ComputeGraph, InfeasibleBudget, Node, SolverOptionError, checkpoint_all_cost,
                         checkpoint_all_peak, list_solvers, memory_lower_bound, simulate, solve, with_backward)
-from remat_core.generators import k_tree, random_dag, training_chain
+from remat_core.graph.generators import k_tree, random_dag, training_chain
 from remat_core.solvers._checkmate_model import CheckmateModel
 from remat_core.solvers._portfolio import QUICK_HEURISTICS, run_quick_heuristics
 from remat_core.solvers._stage_greedy import best_stage_start, greedy_stage_schedule
@@ -328,7 +328,7 @@ def test_moccasin_reports_incumbents_and_gap():
 
 def test_moccasin_incumbents_are_true_costs_when_costs_are_rounded():
     """Costs with many decimals are rounded for CP-SAT; the incumbents still report the real costs."""
-    from remat_core.generators import layered_training_chain
+    from remat_core.graph.generators import layered_training_chain
     graph = layered_training_chain([3, 5, 2, 7, 4, 6], [math.pi * k for k in range(1, 7)],
                                    [math.e * k for k in range(1, 7)], input_mem=1, loss_mem=1,
                                    loss_cost=math.sqrt(2))
@@ -386,7 +386,7 @@ def test_a_short_time_limit_still_returns_a_valid_schedule_or_says_why():
 
 def test_solving_prints_nothing_on_stdout():
     """HiGHS prints a banner on its first construction; the solvers keep stdout clean."""
-    code = ("from remat_core import solve; from remat_core.generators import training_chain; "
+    code = ("from remat_core import solve; from remat_core.graph.generators import training_chain; "
             "g = training_chain(4); s = solve(g, 4, 'checkmate-milp', time_limit=10); "
             "s = solve(g, 4, 'checkmate-lp', time_limit=10); s = solve(g, 5, 'moccasin', time_limit=10)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

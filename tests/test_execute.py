@@ -6,16 +6,16 @@ import sys
 
 import pytest
 import torch
-from torch import nn
 from tiny_models import small_cnn, tiny_attention
+from torch import nn
 
 from remat_core import ComputeGraph, InvalidSchedule, checkpoint_all_peak, load_graph, save_graph, simulate, solve
-from remat_core.execute import (ExecutionError, execute, gradient_difference, is_executable, reference_gradients,
+from remat_core.frontends.trace import trace_training_graph
+from remat_core.run.executor import (ExecutionError, execute, gradient_difference, is_executable, reference_gradients,
                                 with_model_of)
-from remat_core.schedule import COMPUTE, FREE
-from remat_core.simulate import checkpoint_all_ops, memory_lower_bound
-from remat_core.tensor_check import check_on_tensors
-from remat_core.trace import trace_training_graph
+from remat_core.run.tensor_check import check_on_tensors
+from remat_core.schedule.schedule import COMPUTE, FREE
+from remat_core.schedule.simulator import checkpoint_all_ops, memory_lower_bound
 
 
 def recompute_on_demand(graph):

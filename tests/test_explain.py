@@ -4,11 +4,11 @@ import pytest
 from recompute_fixture import chain3, recompute_schedule, simulated
 
 from remat_core import GraphError, ScheduleFormatError, Schedule, checkpoint_all_peak, solve
-from remat_core.generators import chain
-from remat_core.explain import (KEPT_TO_RECOMPUTED, RECOMPUTED_TO_KEPT, computes_by_solving, describe_computation,
+from remat_core.analysis.explain import (KEPT_TO_RECOMPUTED, RECOMPUTED_TO_KEPT, computes_by_solving, describe_computation,
                                 describe_reason, explain_tensor, recomputed_tensors, schedule_diff,
                                 smallest_budget_computed_once)
-from remat_core.simulate import checkpoint_all_ops
+from remat_core.graph.generators import chain
+from remat_core.schedule.simulator import checkpoint_all_ops
 
 
 def test_each_computation_names_its_reader_the_free_before_and_the_memory():

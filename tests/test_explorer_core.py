@@ -6,15 +6,15 @@ from recompute_fixture import chain3, recompute_schedule, simulated
 from strategies import compute_graphs
 
 from remat_core import ComputeGraph, GraphError, Node, checkpoint_all_peak, memory_lower_bound
-from remat_core.generators import training_chain
-from remat_core.pareto import LP_LOWER_BOUND, CurvePoint, ParetoCurve, curve_table, pareto_curve, reported_gap
-from remat_core.schedule import reason
-from remat_core.simulate import checkpoint_all_cost, checkpoint_all_ops
+from remat_core.analysis.pareto import LP_LOWER_BOUND, CurvePoint, ParetoCurve, curve_table, pareto_curve, reported_gap
+from remat_core.analysis.summary import NO_MODULE, graph_summary, memory_by_module, module_prefix
+from remat_core.analysis.views import full_view, module_view, neighbourhood_view
+from remat_core.analysis.walkthrough import call_key, step_title, walkthrough_steps
+from remat_core.graph.generators import training_chain
+from remat_core.schedule.schedule import reason
+from remat_core.schedule.simulator import checkpoint_all_cost, checkpoint_all_ops
+from remat_core.schedule.timeline import describe_op, memory_by_kind, occurrences, ordinal
 from remat_core.solvers import REGISTRY, register
-from remat_core.summary import NO_MODULE, graph_summary, memory_by_module, module_prefix
-from remat_core.timeline import describe_op, memory_by_kind, occurrences, ordinal
-from remat_core.views import full_view, module_view, neighbourhood_view
-from remat_core.walkthrough import call_key, step_title, walkthrough_steps
 
 
 def small_model() -> ComputeGraph:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from remat_core.generators import cycle, grid, k_tree, random_tree, series_parallel
+from remat_core.graph.generators import cycle, grid, k_tree, random_tree, series_parallel
 
 
 def test_sizes_and_edges():

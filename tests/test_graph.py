@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 
 from remat_core import ComputeGraph, GraphError, Node
-from remat_core.generators import training_chain
+from remat_core.graph.generators import training_chain
 
 
 def small_graph(**kwargs):

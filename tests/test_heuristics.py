@@ -12,7 +12,7 @@ from strategies import compute_graphs
 
 from remat_core import (ComputeGraph, InfeasibleBudget, Node, checkpoint_all_peak, memory_lower_bound, simulate,
                         solve)
-from remat_core.generators import layered_training_chain, random_dag, training_chain
+from remat_core.graph.generators import layered_training_chain, random_dag, training_chain
 from remat_core.solvers import dtr as dtr_module
 from remat_core.solvers._chain import linear_chain
 from remat_core.solvers._plans import plan_computes

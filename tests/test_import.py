@@ -13,13 +13,13 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from remat_core import checkpoint_all_peak, load_graph, simulate, solve
-from remat_core.backward import with_backward
-from remat_core.cost_models import FLOPS_PER_BYTE
 from remat_core.errors import GraphError, TraceError
-from remat_core.onnx_import import load_onnx
-from remat_core.pt2_import import load_pt2, parse_pt2
-from remat_core.simulate import checkpoint_all_ops
-from remat_core.trace import trace_training_graph
+from remat_core.frontends.onnx_import import load_onnx
+from remat_core.frontends.pt2_import import load_pt2, parse_pt2
+from remat_core.frontends.trace import trace_training_graph
+from remat_core.graph.backward import with_backward
+from remat_core.graph.cost_models import FLOPS_PER_BYTE
+from remat_core.schedule.simulator import checkpoint_all_ops
 
 from tiny_models import small_cnn
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from remat_core import GraphError, ScheduleFormatError, load_graph, load_schedule, parse_graph, save_graph, solve
-from remat_core.generators import training_chain
-from remat_core.io import save_schedule
+from remat_core.graph.generators import training_chain
+from remat_core.schedule.io import save_schedule
 
 
 def write(tmp_path, name, doc):

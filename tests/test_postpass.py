@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from strategies import compute_graphs, structured_graphs
 
 from remat_core import InfeasibleBudget, checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound, simulate
-from remat_core.generators import training_chain
-from remat_core.postpass import PassReason, evict_to_budget, reason_objects, tighten
-from remat_core.schedule import COMPUTE, FREE
-from remat_core.simulate import checkpoint_all_ops
+from remat_core.graph.generators import training_chain
+from remat_core.schedule.postpass import PassReason, evict_to_budget, reason_objects, tighten
+from remat_core.schedule.schedule import COMPUTE, FREE
+from remat_core.schedule.simulator import checkpoint_all_ops
 
 
 def wasteful_schedule(graph, seed):

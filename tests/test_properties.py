@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from strategies import compute_graphs
 
 from remat_core import InfeasibleBudget, checkpoint_all_peak, list_solvers, memory_lower_bound, simulate, solve
-from remat_core.simulate import checkpoint_all_ops
+from remat_core.schedule.simulator import checkpoint_all_ops
 
 
 @given(compute_graphs())

@@ -10,8 +10,8 @@ import sympy
 import torch
 
 from remat_core.errors import TraceError
-from remat_core.pt2_import import parse_pt2
-from remat_core.pt2_safety import check_pt2_archive
+from remat_core.frontends.pt2_import import parse_pt2
+from remat_core.frontends.pt2_safety import check_pt2_archive
 
 
 class OpensForWriting:
@@ -182,7 +182,7 @@ def test_a_shape_expression_sympy_would_take_forever_on_is_refused(expression):
 
 
 def test_small_powers_of_shapes_are_allowed():
-    from remat_core.pt2_safety import _is_shape_arithmetic
+    from remat_core.frontends.pt2_safety import _is_shape_arithmetic
     assert _is_shape_arithmetic("Pow(Symbol('s0', integer=True), Integer(2))")
     assert _is_shape_arithmetic("PowByNatural(Integer(2), Symbol('s1', integer=True))")
     assert _is_shape_arithmetic("s0**2 + 1")
@@ -190,11 +190,11 @@ def test_small_powers_of_shapes_are_allowed():
 
 def test_an_archive_too_large_once_unpacked_is_refused(monkeypatch):
     archive = exported_linear()
-    monkeypatch.setattr("remat_core.pt2_safety.MAX_UNPACKED_BYTES", 1000)
+    monkeypatch.setattr("remat_core.frontends.pt2_safety.MAX_UNPACKED_BYTES", 1000)
     with pytest.raises(TraceError, match="it unpacks to [0-9,]+ bytes, over the loader's limit of 1,000"):
         check_pt2_archive(archive, "big.pt2")
-    monkeypatch.setattr("remat_core.pt2_safety.MAX_UNPACKED_BYTES", 2**30)
-    monkeypatch.setattr("remat_core.pt2_safety.MAX_JSON_BYTES", 100)
+    monkeypatch.setattr("remat_core.frontends.pt2_safety.MAX_UNPACKED_BYTES", 2**30)
+    monkeypatch.setattr("remat_core.frontends.pt2_safety.MAX_JSON_BYTES", 100)
     with pytest.raises(TraceError, match="bytes of JSON, over the loader's limit of 100"):
         check_pt2_archive(archive, "big.pt2")
 

@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 
 from remat_core import solve
-from remat_core.generators import random_dag, training_chain
+from remat_core.graph.generators import random_dag, training_chain
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -10,7 +10,7 @@ from strategies import compute_graphs, structured_graphs, training_graphs
 from remat_core import (DecompositionError, InfeasibleBudget, SolverLimitExceeded, checkpoint_all_cost,
                         checkpoint_all_peak, list_solvers, memory_lower_bound, simulate, solve)
 from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
-from remat_core.generators import k_tree, random_dag, random_tree, series_parallel, training_chain
+from remat_core.graph.generators import k_tree, random_dag, random_tree, series_parallel, training_chain
 from remat_core.solvers._portfolio import QUICK_HEURISTICS
 from remat_core.solvers._separator_recursion import PURE_REUSE_COMPUTES_PER_NODE, pure_bounds, separator_hierarchy
 

@@ -8,7 +8,7 @@ from strategies import compute_graphs
 
 from remat_core import (ComputeGraph, InvalidSchedule, Node, checkpoint_all_cost, checkpoint_all_peak,
                         memory_lower_bound, simulate)
-from remat_core.generators import random_dag, training_chain
+from remat_core.graph.generators import random_dag, training_chain
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ def resident_set_peak(graph: ComputeGraph) -> int:
 
 @st.composite
 def generated_dags(draw) -> ComputeGraph:
-    """:func:`remat_core.generators.random_dag` over its parameters (sparse to dense, with or without inputs)."""
+    """:func:`remat_core.graph.generators.random_dag` over its parameters (sparse to dense, with or without inputs)."""
     return random_dag(draw(st.integers(1, 30)), edge_probability=draw(st.floats(0.0, 1.0)),
                       max_mem=draw(st.integers(1, 100)), pinned_inputs=draw(st.integers(0, 3)),
                       seed=draw(st.integers(0, 10**6)))

@@ -4,7 +4,7 @@ import pytest
 
 from remat_core import (BudgetError, InfeasibleBudget, InvalidSchedule, Schedule, SolverOptionError, UnknownSolver,
                         checkpoint_all_peak, get_solver, list_solvers, memory_lower_bound, solve, sweep)
-from remat_core.generators import training_chain
+from remat_core.graph.generators import training_chain
 from remat_core.solvers import REGISTRY, Option, register
 
 

@@ -17,14 +17,14 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.flop_counter import FlopCounterMode
 
 from remat_core import ComputeGraph, checkpoint_all_peak, simulate, solve
-from remat_core.cost_models import FLOPS_PER_BYTE
 from remat_core.errors import TraceError
-from remat_core.losses import LossSetup, cross_entropy
-from remat_core.simulate import checkpoint_all_ops
-from remat_core.trace import LOSS_MODULE, trace_training_graph, trace_zoo_model
-from remat_core.tracing.coarsen import coarsen_by_module
-from remat_core.tracing.costs import op_flops
-from remat_core.zoo import build_model, param_count
+from remat_core.frontends.losses import LossSetup, cross_entropy
+from remat_core.frontends.trace import LOSS_MODULE, trace_training_graph, trace_zoo_model
+from remat_core.frontends.tracing.coarsen import coarsen_by_module
+from remat_core.frontends.tracing.costs import op_flops
+from remat_core.frontends.zoo import build_model, param_count
+from remat_core.graph.cost_models import FLOPS_PER_BYTE
+from remat_core.schedule.simulator import checkpoint_all_ops
 
 from tiny_models import mlp, small_cnn, tiny_attention
 
@@ -487,7 +487,7 @@ def test_a_meta_kernel_error_names_the_op_and_torchs_log_stays_quiet(caplog):
 
 
 def test_a_bug_in_the_tracer_is_not_passed_off_as_the_models_failure(monkeypatch):
-    from remat_core.tracing import capture
+    from remat_core.frontends.tracing import capture
 
     # the tracer's module hooks now call None: a TypeError raised in the tracer's own code
     monkeypatch.setattr(capture.fx_traceback, "annotate", None)

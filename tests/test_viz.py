@@ -8,11 +8,11 @@ import pytest
 from recompute_fixture import chain3, recompute_schedule
 
 from remat_core import ComputeGraph, Node, checkpoint_all_peak, memory_lower_bound, solve
-from remat_core.generators import random_dag, training_chain
-from remat_core.compare import sweep_budgets
-from remat_core.pareto import CurvePoint, ParetoCurve, pareto_curve
-from remat_core.summary import module_groups
-from remat_core.views import full_view, module_view
+from remat_core.analysis.comparison import sweep_budgets
+from remat_core.analysis.pareto import CurvePoint, ParetoCurve, pareto_curve
+from remat_core.analysis.summary import module_groups
+from remat_core.analysis.views import full_view, module_view
+from remat_core.graph.generators import random_dag, training_chain
 from remat_core.viz import (dag_html, layered_positions, lifetime_candidates, lifetime_chart, memory_timeline_figure,
                             module_memory_figure, pareto_figure, path_strip_figure, tree_of_bags_figure)
 from remat_core.viz.palette import DIMMED_COLOR, KIND_COLORS, RECOMPUTE_COLOR, unit_for

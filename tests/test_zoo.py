@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from remat_core.errors import ZooError
-from remat_core.zoo import REGISTRY, build_model, get_spec, list_models, param_count
-from remat_core.zoo._spec import OPTION_ROLES
+from remat_core.frontends.zoo import REGISTRY, build_model, get_spec, list_models, param_count
+from remat_core.frontends.zoo._spec import OPTION_ROLES
 
 PUBLISHED_PARAMS = {
     "resnet18": 11_689_512,

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from remat_core.losses import LossSetup, cross_entropy
+from remat_core.frontends.losses import LossSetup, cross_entropy
 
 
 class SmallCNN(nn.Module):

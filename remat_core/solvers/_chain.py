@@ -42,7 +42,7 @@ from functools import cached_property
 from typing import Iterable, Sequence
 
 from ..graph import ComputeGraph
-from ..scheduling import needed_topological_order
+from ..schedule import needed_topological_order
 
 SEGMENTATIONS = ("auto", "articulation", "linear")
 """How boundaries are found: at cut vertices, at every gap, or both tried ("auto": see :func:`chains`)."""

@@ -18,8 +18,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..simulate import checkpoint_all_peak
+from ..schedule import Schedule, checkpoint_all_peak
 from ._chain import Chain, chains
 from ._plans import Candidate, Leaf, Plan, Split, Tape, best_candidate, checkpoint_all_if_it_fits, measure_plan
 from .base import Option

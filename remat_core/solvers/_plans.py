@@ -11,7 +11,7 @@ A plan says how to run the backward groups ``t, t-1, ..., s`` of a :class:`._cha
 
 Chen's segments, revolve's binomial splits and Rotor's dynamic program are all such trees.
 :func:`plan_computes` flattens one into computations (each with a reason naming its stage,
-segment and checkpoint), :func:`~remat_core.scheduling.ops_from_computes` frees every instance
+segment and checkpoint), :func:`~remat_core.schedule.ops.ops_from_computes` frees every instance
 after its last reader, and :func:`measure_plan` simulates the result.
 """
 
@@ -22,9 +22,7 @@ from typing import Callable, Iterable, Union
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import Reason, Schedule, reason
-from ..scheduling import ops_from_computes
-from ..simulate import checkpoint_all_ops, checkpoint_all_peak, simulate
+from ..schedule import Reason, Schedule, checkpoint_all_ops, checkpoint_all_peak, ops_from_computes, reason, simulate
 from ._chain import SEGMENTATIONS, Chain
 from .base import Option
 

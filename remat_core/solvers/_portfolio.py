@@ -18,8 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import DecompositionError, InfeasibleBudget, SolverLimitExceeded
 from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..simulate import simulate
+from ..schedule import Schedule, simulate
 from .base import Option
 
 SEPARATOR_SOLVERS = ("treewidth", "pathwidth", "pathwidth-linear")

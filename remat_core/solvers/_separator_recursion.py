@@ -34,9 +34,8 @@ from typing import Any, Mapping, Sequence
 from ..decompose import Decomposition, SeparatorTree
 from ..errors import InfeasibleBudget, SolverLimitExceeded
 from ..graph import ComputeGraph
-from ..postpass import PassReason, evict_to_budget_indexed, tighten_indexed
-from ..schedule import COMPUTE, FREE, Schedule, reason
-from ..simulate import checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak
+from ..schedule import (COMPUTE, FREE, PassReason, Schedule, checkpoint_all_cost, checkpoint_all_ops,
+                        checkpoint_all_peak, evict_to_budget_indexed, reason, tighten_indexed)
 
 IndexedOp = tuple[str, int]
 
@@ -514,7 +513,7 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
     Budget-aware, three sources are scheduled: the recursion with the fits-budget rule; the pure
     recursion (when it stays under :data:`PURE_REUSE_COMPUTES_PER_NODE` computes per node); and
     checkpoint-all. Each source yields candidates: itself, tightened, if it fits; its ops replayed
-    as demands that reuse whatever the budget can hold (:func:`~remat_core.postpass.evict_to_budget`
+    as demands that reuse whatever the budget can hold (:func:`~remat_core.schedule.postpass.evict_to_budget`
     with ``reuse=True``: cost falls smoothly towards checkpoint-all as the budget grows); and, when
     it is over budget, the eviction post-pass on it. The cheapest candidate that fits wins and
     ``strategy`` names it; InfeasibleBudget only when none fits. The pure recursion's demands do not
@@ -582,7 +581,7 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
 
 def schedule_from_plan(graph: ComputeGraph, hierarchy: Hierarchy, plan: HierarchyPlan,
                        info: Mapping[str, Any]) -> Schedule:
-    """The plan as a :class:`~remat_core.schedule.Schedule` with reason objects and ``solver_info``."""
+    """The plan as a :class:`~remat_core.schedule.schedule.Schedule` with reason objects and ``solver_info``."""
     ids = graph.ids
     solver_info = {**info, "separator_height": hierarchy.height, "strategy": plan.strategy}
     return Schedule.from_ops([(a, ids[v]) for a, v in plan.ops], materialize_reasons(graph, hierarchy, plan.ops,

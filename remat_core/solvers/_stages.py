@@ -23,9 +23,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, Op, Reason, Schedule, reason
-from ..scheduling import needed_topological_order
-from ..simulate import checkpoint_all_cost, checkpoint_all_peak, simulate
+from ..schedule import (COMPUTE, FREE, Op, Reason, Schedule, checkpoint_all_cost, checkpoint_all_peak,
+                        needed_topological_order, reason, simulate)
 
 DEFAULT_TIME_LIMIT = 60.0
 """Seconds the solvers that search this grid may spend when no ``time_limit`` is given."""
@@ -280,7 +279,7 @@ def measure(grid: StageGrid, computes: Iterable[StageCompute]) -> tuple[int, flo
 
 def stage_schedule(grid: StageGrid, computes: Iterable[StageCompute], *, rule: str, because: str,
                    solver_info: dict[str, Any]) -> Schedule:
-    """The :class:`~remat_core.schedule.Schedule` of a stage-compute sequence (ops by :func:`stage_ops`)."""
+    """The :class:`~remat_core.schedule.schedule.Schedule` of a stage-compute sequence (ops by :func:`stage_ops`)."""
     ops, reasons = stage_ops(grid, computes, rule=rule, because=because)
     return Schedule.from_ops(ops, reasons, solver_info=solver_info)
 

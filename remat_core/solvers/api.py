@@ -13,8 +13,7 @@ from typing import Any, Iterable, NamedTuple
 
 from ..errors import BudgetError, InfeasibleBudget, InvalidSchedule
 from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..simulate import checkpoint_all_peak, memory_lower_bound, schedule_stats, simulate
+from ..schedule import Schedule, checkpoint_all_peak, memory_lower_bound, schedule_stats, simulate
 from .base import get_solver
 
 DEFAULT_SOLVER = "checkpoint-all"

@@ -21,8 +21,7 @@ import numpy as np
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..simulate import checkpoint_all_cost, checkpoint_all_peak
+from ..schedule import Schedule, checkpoint_all_cost, checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, ModelSize, check_model_size
 from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_if_it_fits, computes_from_matrix,
                       measure, stage_grid, stage_schedule)

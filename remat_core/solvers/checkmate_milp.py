@@ -23,8 +23,7 @@ from typing import Any
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..simulate import checkpoint_all_peak
+from ..schedule import Schedule, checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, check_model_size, relative_gap
 from ._portfolio import ANY_ORDER, Attempt, prefer_cheaper_heuristic, run_quick_heuristics
 from ._stage_greedy import best_stage_start

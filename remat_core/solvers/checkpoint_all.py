@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..simulate import checkpoint_all_ops, checkpoint_all_peak
+from ..schedule import Schedule, checkpoint_all_ops, checkpoint_all_peak
 from .base import register
 
 

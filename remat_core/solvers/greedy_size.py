@@ -34,9 +34,7 @@ import itertools
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, Op, Reason, Schedule, reason
-from ..scheduling import needed_topological_order
-from ..simulate import checkpoint_all_peak
+from ..schedule import COMPUTE, FREE, Op, Reason, Schedule, checkpoint_all_peak, needed_topological_order, reason
 from .base import Option, register
 
 _RULE = "greedy-size"

@@ -44,12 +44,11 @@ import numpy as np
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..simulate import checkpoint_all_peak
-from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, checkpoint_all_if_it_fits,
-                      instance_spans, measure, stage_grid, stage_schedule)
+from ..schedule import Schedule, checkpoint_all_peak
 from ._portfolio import ANY_ORDER, Attempt, prefer_cheaper_heuristic, run_quick_heuristics
 from ._stage_greedy import best_stage_start
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, checkpoint_all_if_it_fits,
+                      instance_spans, measure, stage_grid, stage_schedule)
 from .base import Option, register
 
 _COST_RESOLUTION = 10 ** 6

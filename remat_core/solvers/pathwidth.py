@@ -16,8 +16,7 @@ import math
 from ..decompose import PATH_METHODS, Decomposition, path_decomposition, separator_tree
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..simulate import checkpoint_all_peak
+from ..schedule import Schedule, checkpoint_all_peak
 from ._portfolio import separator_fallback
 from ._separator_recursion import (DEFAULT_MAX_COMPUTES, plan_over_hierarchy, schedule_from_plan, segment_hierarchy,
                                    separator_hierarchy, solve_over_hierarchy)

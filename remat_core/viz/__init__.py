@@ -7,8 +7,10 @@ and returns a figure that tests can inspect and the app can render.
 from .dag import dag_html, layered_positions
 from .decomposition import path_strip_figure, tree_of_bags_figure
 from .memory import module_memory_figure
-from .pareto import pareto_figure
+from .palette import KIND_COLORS, RECOMPUTE_COLOR, ByteUnit, unit_for
+from .pareto import LOWER_BOUND, MARK_LINES, PEAK, pareto_figure
 from .timeline import lifetime_candidates, lifetime_chart, memory_timeline_figure
 
-__all__ = ["dag_html", "layered_positions", "lifetime_candidates", "lifetime_chart", "memory_timeline_figure",
-           "module_memory_figure", "pareto_figure", "path_strip_figure", "tree_of_bags_figure"]
+__all__ = ["KIND_COLORS", "LOWER_BOUND", "MARK_LINES", "PEAK", "RECOMPUTE_COLOR", "ByteUnit", "dag_html",
+           "layered_positions", "lifetime_candidates", "lifetime_chart", "memory_timeline_figure",
+           "module_memory_figure", "pareto_figure", "path_strip_figure", "tree_of_bags_figure", "unit_for"]

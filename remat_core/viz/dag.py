@@ -17,8 +17,8 @@ from typing import Any, Collection, Mapping
 
 from pyvis.network import Network
 
-from ..budget import format_bytes
-from ..views import GraphView, ViewNode
+from ..analysis import GraphView, ViewNode
+from ..graph import format_bytes
 from .palette import DIMMED_COLOR, FONT_FAMILY, HIGHLIGHT_COLOR, kind_color
 
 X_SPACING = 150

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..analysis import memory_by_module
 from ..graph import NODE_KINDS, ComputeGraph
-from ..summary import memory_by_module
 from .palette import GRID, base_layout, kind_color, plotly_text, unit_for
 
 

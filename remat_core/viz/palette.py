@@ -17,7 +17,7 @@ KIND_COLORS = {
     "backward": "#59a14f",
     "other": "#bab0ac",
 }
-"""Node kind -> colour (every kind in :data:`remat_core.graph.NODE_KINDS` has one)."""
+"""Node kind -> colour (every kind in :data:`remat_core.graph.compute_graph.NODE_KINDS` has one)."""
 
 RECOMPUTE_COLOR = "#f28e2b"
 """Recomputations (a second or later computation of a tensor), in every figure."""

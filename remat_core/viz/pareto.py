@@ -15,8 +15,8 @@ from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from ..budget import format_bytes
-from ..pareto import ParetoCurve
+from ..analysis import ParetoCurve
+from ..graph import format_bytes
 from .palette import BUDGET_COLOR, GRID, LOWER_BOUND_COLOR, base_layout, unit_for
 
 SOLVER_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",

@@ -17,11 +17,9 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..budget import format_bytes
-from ..graph import ComputeGraph
-from ..schedule import Schedule
-from ..summary import in_module
-from ..timeline import describe_op, memory_by_kind, occurrences, ordinal, simulation_of
+from ..analysis import in_module
+from ..graph import ComputeGraph, format_bytes
+from ..schedule import Schedule, describe_op, memory_by_kind, occurrences, ordinal, simulation_of
 from .palette import (BUDGET_COLOR, CURSOR_COLOR, GRID, RECOMPUTE_COLOR, ByteUnit, base_layout, kind_color,
                       plotly_text, unit_for)
 

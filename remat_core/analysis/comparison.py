@@ -1,0 +1,215 @@
+"""Solvers side by side on one graph: rows the CLI prints and the app renders.
+
+:func:`compare` solves a graph with several solvers at several budgets and returns one
+:class:`ComparisonRow` per (solver, budget): feasible or not, measured peak and cost, the cost
+overhead over checkpoint-all, how many nodes were recomputed, the solve time, and Checkmate's LP
+lower bound on the cost at that budget (:func:`remat_core.solvers.checkmate_lp.lp_lower_bound`): a
+bound over the frontier-advancing schedules of the graph's fixed topological order, not over all
+schedules (a schedule in another order, a heuristic's, can cost less).
+:func:`sweep_budgets` and :func:`pareto_optimal` give the budget grid and the Pareto front of a
+sweep.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from ..errors import BudgetError, InfeasibleBudget, SolverOptionError
+from ..graph import ComputeGraph
+from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
+from ..solvers import checkmate_lp, get_solver, solve, solver_names
+
+LP_AVAILABLE, LP_SKIPPED, LP_INFEASIBLE, LP_UNPROVEN, LP_REFUSED = (
+    "ok", "skipped", "infeasible", "unproven", "refused")
+"""``LowerBound.status`` values: a bound; not asked for (``compare(..., lower_bound=False)``); the
+relaxation is infeasible; not solved to optimality in time; the LP refused the graph (too large)."""
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    """Checkmate's LP bound on the cost at one budget (``value`` None unless ``status`` is "ok").
+
+    It bounds the frontier-advancing schedules of the graph's fixed topological order only.
+
+    ``overhead`` is the same bound as an overhead over checkpoint-all (``cost / base - 1``).
+    """
+
+    status: str
+    value: float | None = None
+    overhead: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One solver at one budget.
+
+    Attributes
+    ----------
+    solver : str
+    budget : int
+        Bytes, pinned memory included.
+    fraction : float
+        ``budget / checkpoint-all peak``.
+    feasible : bool
+        A schedule within the budget was found.
+    peak, cost, overhead, recomputes, recomputed_nodes
+        Measured by the simulator (None when infeasible). ``overhead`` is ``cost / checkpoint-all
+        cost - 1``; ``recomputes`` counts extra computations, ``recomputed_nodes`` distinct nodes.
+    seconds : float
+        Wall time of the solve.
+    lower_bound : LowerBound
+        Checkmate's LP bound at this budget (shared by every solver's row at that budget), for
+        schedules in the graph's fixed topological order: a row's cost may be below it.
+    smallest_feasible : int or None
+        For an infeasible row, the smallest budget the solver knows to be feasible.
+    detail : str
+        Why an infeasible row is infeasible, or why a solver refused the graph.
+    refused : bool
+        The solver did not try: the graph is larger than its formulation is built for.
+    solver_info : dict
+        What the solver reported beyond the measurements (a MIP gap, a slot count...).
+    """
+
+    solver: str
+    budget: int
+    fraction: float
+    feasible: bool
+    peak: int | None
+    cost: float | None
+    overhead: float | None
+    recomputes: int | None
+    recomputed_nodes: int | None
+    seconds: float
+    lower_bound: LowerBound
+    smallest_feasible: int | None = None
+    detail: str = ""
+    refused: bool = False
+    solver_info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for ``--json`` and the app (infinite values become None)."""
+        doc = asdict(self)
+        doc["lower_bound"] = asdict(self.lower_bound)
+        doc["solver_info"] = {k: v for k, v in self.solver_info.items() if _plain(v)}
+        return doc
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value))
+
+
+def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] | None = None,
+            time_limit: float | None = None, lower_bound: bool = True) -> list[ComparisonRow]:
+    """Solve ``graph`` with each solver at each budget.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+    budgets : sequence of int
+        Bytes, pinned memory included.
+    solvers : sequence of str, optional
+        Registry names (default: every registered solver).
+    time_limit : float, optional
+        Seconds per solve (and per LP bound) for the solvers that search.
+    lower_bound : bool
+        Compute Checkmate's LP bound at each budget (one LP per budget; status "skipped" when
+        false).
+
+    Returns
+    -------
+    list of ComparisonRow
+        Budget-major: every solver at the first budget, then at the next.
+
+    Raises
+    ------
+    UnknownSolver
+        For a name that is not registered (before anything is solved).
+    BudgetError
+        For an empty budget list.
+    """
+    names = list(solvers) if solvers is not None else solver_names()
+    for name in names:
+        get_solver(name)
+    if not budgets:
+        raise BudgetError("compare needs at least one budget")
+    peak = checkpoint_all_peak(graph)
+    rows = []
+    for budget in budgets:
+        bound = lp_lower_bound(graph, budget, time_limit) if lower_bound else LowerBound(LP_SKIPPED)
+        for name in names:
+            rows.append(_row(graph, name, budget, peak, bound, time_limit))
+    return rows
+
+
+def _row(graph: ComputeGraph, solver: str, budget: int, peak: int, bound: LowerBound,
+         time_limit: float | None) -> ComparisonRow:
+    started = time.perf_counter()
+    common = {"solver": solver, "budget": budget, "fraction": budget / peak if peak else math.inf,
+              "lower_bound": bound}
+    try:
+        schedule = solve(graph, budget, solver, time_limit=time_limit)
+    except InfeasibleBudget as e:
+        return ComparisonRow(**common, feasible=False, peak=None, cost=None, overhead=None, recomputes=None,
+                             recomputed_nodes=None, seconds=time.perf_counter() - started,
+                             smallest_feasible=e.smallest_feasible, detail=e.detail)
+    except SolverOptionError as e:  # a solver that refuses this graph (too large for its formulation)
+        return ComparisonRow(**common, feasible=False, peak=None, cost=None, overhead=None, recomputes=None,
+                             recomputed_nodes=None, seconds=time.perf_counter() - started, detail=str(e),
+                             refused=True)
+    stats = schedule.stats
+    return ComparisonRow(**common, feasible=True, peak=stats["peak"], cost=stats["cost"], overhead=stats["overhead"],
+                         recomputes=stats["recomputes"], recomputed_nodes=stats["recomputed_nodes"],
+                         seconds=stats["solve_seconds"], solver_info=dict(schedule.solver_info))
+
+
+def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = None) -> LowerBound:
+    """Checkmate's LP bound on the cost at ``budget``, with its status.
+
+    The bound covers only the schedules Checkmate's formulation can express (frontier-advancing, in
+    the graph's fixed topological order), not all schedules; see
+    :func:`remat_core.solvers.checkmate_lp.lp_lower_bound`. Graphs
+    larger than that LP takes get status "refused", with the reason in ``detail``.
+    """
+    if budget < memory_lower_bound(graph):
+        return LowerBound(LP_INFEASIBLE, detail="below the graph's memory lower bound")
+    try:
+        value = checkmate_lp.lp_lower_bound(graph, budget, time_limit=time_limit)
+    except SolverOptionError as e:
+        return LowerBound(LP_REFUSED, detail=str(e))
+    if value is None:
+        return LowerBound(LP_UNPROVEN, detail="the LP was not solved to optimality within the time limit")
+    if math.isinf(value):
+        return LowerBound(LP_INFEASIBLE, detail="even the LP relaxation is infeasible at this budget")
+    base = checkpoint_all_cost(graph)
+    return LowerBound(LP_AVAILABLE, float(value), float(value) / base - 1.0 if base > 0 else 0.0)
+
+
+def sweep_budgets(graph: ComputeGraph, points: int = 40) -> list[int]:
+    """``points`` budgets evenly spaced from the memory lower bound to the checkpoint-all peak (both included).
+
+    Raises
+    ------
+    BudgetError
+        For fewer than two points.
+    """
+    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+        raise BudgetError(f"a sweep needs at least 2 points, got {points!r}")
+    low, high = memory_lower_bound(graph), checkpoint_all_peak(graph)
+    return sorted({low + (high - low) * i // (points - 1) for i in range(points)})
+
+
+def pareto_optimal(rows: Sequence[ComparisonRow]) -> list[bool]:
+    """For each row: feasible, and no other feasible row has both a lower-or-equal peak and cost, one lower."""
+    feasible = [(r.peak, r.cost) for r in rows if r.feasible]
+    out = []
+    for r in rows:
+        if not r.feasible:
+            out.append(False)
+            continue
+        dominated = any(p <= r.peak and c <= r.cost and (p < r.peak or c < r.cost) for p, c in feasible)
+        out.append(not dominated)
+    return out

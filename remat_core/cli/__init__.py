@@ -1,0 +1,72 @@
+"""Command line: ``python -m remat_core <command> ...``.
+
+Exit codes: 0 success; 1 invalid schedule (the message names the step); 2 bad input (bad file, bad
+graph, bad budget text, unknown solver, a model that cannot be traced, a model too big for the
+machine's memory: a message on stderr, no traceback unless ``--debug``); 3 infeasible budget (the
+message gives the budget asked and the smallest known feasible one); 4 internal error (any other
+exception: a bug of this package, not of the input; one line asking for a report, the traceback with
+``--debug``).
+
+Each command is a pair: ``add_<name>_parser(subparsers)`` declares it and ``cmd_<name>(args)``
+runs it and returns the exit code. The commands live in one module per kind of work (``graphs``,
+``solving``, ``comparing``, ``models``), each with a ``COMMANDS`` table; this module lists those
+modules once, in the order ``--help`` shows them, and maps exceptions to exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from . import comparing, graphs, models, solving
+from ..errors import InfeasibleBudget, InvalidSchedule, RematError, first_line
+from ._common import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR, EXIT_INVALID_SCHEDULE, EXIT_OK, Command
+
+COMMANDS: dict[str, Command] = {**solving.COMMANDS, **graphs.COMMANDS, **comparing.COMMANDS, **models.COMMANDS}
+"""Every command by name, in the order ``--help`` lists them."""
+
+__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL_ERROR", "EXIT_INVALID_SCHEDULE", "EXIT_OK",
+           "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m remat_core",
+                                     description="Remat Explorer: tensor rematerialization schedules for training graphs.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_parser, _ in COMMANDS.values():
+        add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    if args.debug:
+        logging.getLogger("remat_core").setLevel(logging.DEBUG)  # the tracer then keeps torch's own logs
+    try:
+        return COMMANDS[args.command][1](args)
+    except InvalidSchedule as e:
+        return _fail(args, e, EXIT_INVALID_SCHEDULE)
+    except InfeasibleBudget as e:
+        return _fail(args, e, EXIT_INFEASIBLE)
+    except (RematError, OSError, MemoryError) as e:
+        return _fail(args, e, EXIT_BAD_INPUT)
+    except Exception as e:  # not the input's fault: every bad input raises a RematError
+        return _fail(args, e, EXIT_INTERNAL_ERROR)
+
+
+def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:
+    if args.debug:
+        raise error
+    if code == EXIT_INTERNAL_ERROR:
+        sys.stderr.write(f"internal error: {type(error).__name__}: {first_line(error)}\nThis is a bug in Remat "
+                         f"Explorer, not in your input: please report it with the command you ran; rerun with "
+                         f"--debug for the traceback.\n")
+    elif isinstance(error, MemoryError):  # the machine's limit, not a bug: say what would fit
+        sys.stderr.write("error: ran out of memory; try a smaller model, batch or input size, or --level module\n")
+    else:
+        sys.stderr.write(f"error: {error}\n")
+    return code

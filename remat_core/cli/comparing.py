@@ -1,0 +1,113 @@
+"""The commands over many solves: ``compare`` (solvers x budgets) and ``sweep`` (one solver's curve)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from ..analysis import ComparisonRow, compare, pareto_optimal, reported_gap, sweep_budgets
+from ..errors import BudgetError
+from ..graph import ComputeGraph, format_bytes, load_graph
+from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
+from ._common import EXIT_OK, Command, budget_arg, comma_list, print_json
+
+
+def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="solve one graph with several solvers at several budgets and tabulate the "
+                                       "results")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--budgets", default="90%,70%,50%,30%",
+                   help="comma-separated budgets: bytes, with a unit, or percents of the checkpoint-all peak "
+                        "(default 90%%,70%%,50%%,30%%)")
+    p.add_argument("--solvers", default=None, help="comma-separated solver names (default: every solver)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds per solve for the solvers that search")
+    p.add_argument("--no-lp-bound", action="store_true", help="skip Checkmate's LP lower bound (a bound for schedules in the "
+                                                                 "graph's fixed topological order only)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    texts = comma_list(args.budgets)
+    if not texts:
+        raise BudgetError(f"--budgets {args.budgets!r} names no budget; give e.g. 90%,70%,50%")
+    budgets = [budget_arg(t, graph) for t in texts]
+    solvers = comma_list(args.solvers) if args.solvers else None
+    rows = compare(graph, budgets, solvers, time_limit=args.time_limit, lower_bound=not args.no_lp_bound)
+    if args.json:
+        print_json({"graph": graph.name, "checkpoint_all_peak": checkpoint_all_peak(graph),
+                     "checkpoint_all_cost": checkpoint_all_cost(graph), "rows": [r.to_json() for r in rows]})
+    else:
+        sys.stdout.write(_comparison_table(rows, graph) + "\n")
+    return EXIT_OK
+
+
+def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="one solver across budgets from the lower bound to the checkpoint-all peak: "
+                                     "the memory/compute curve")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--solver", "-s", required=True, help="solver name")
+    p.add_argument("--points", type=int, default=40, help="number of budgets (default 40)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds per solve for the solvers that search")
+    p.add_argument("--lp-bound", action="store_true", help="also compute Checkmate's LP bound at every budget (a "
+                                                               "bound for schedules in the graph's fixed "
+                                                               "topological order only)")
+    p.add_argument("--json", action="store_true", help="print the points as JSON")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    rows = compare(graph, sweep_budgets(graph, args.points), [args.solver], time_limit=args.time_limit,
+                   lower_bound=args.lp_bound)
+    front = pareto_optimal(rows)
+    if args.json:
+        print_json({"graph": graph.name, "solver": args.solver, "checkpoint_all_peak": checkpoint_all_peak(graph),
+                     "lower_bound": memory_lower_bound(graph), "checkpoint_all_cost": checkpoint_all_cost(graph),
+                     "points": [{**r.to_json(), "pareto": p} for r, p in zip(rows, front)]})
+    else:
+        sys.stdout.write(_comparison_table(rows, graph, pareto=front) + "\n")
+    return EXIT_OK
+
+
+def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto: Sequence[bool] | None = None) -> str:
+    headers = ["solver", "budget", "feasible", "peak", "overhead", "recomputed", "seconds", "gap", "LP bound"]
+    if pareto is not None:
+        headers.append("pareto")
+    lines = []
+    for i, r in enumerate(rows):
+        budget = f"{r.fraction:.0%} ({format_bytes(r.budget)})"
+        if r.feasible:
+            cells = [r.solver, budget, "yes", format_bytes(r.peak), f"{r.overhead:+.1%}", str(r.recomputed_nodes)]
+        else:
+            needs = ("refused" if r.refused else
+                     f"no (fits at {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no")
+            cells = [r.solver, budget, needs, "-", "-", "-"]
+        cells.append(f"{r.seconds:.3f}")
+        gap = reported_gap(r.solver_info) if r.feasible else None
+        cells.append(f"{gap:.2%}" if gap is not None else "-")
+        bound = r.lower_bound
+        cells.append(f"{bound.overhead:+.1%}" if bound.overhead is not None else bound.status)
+        if pareto is not None:
+            cells.append("*" if pareto[i] else "")
+        lines.append(cells)
+    widths = [max(len(h), *(len(c[j]) for c in lines)) if lines else len(h) for j, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    out += ["  ".join(c.ljust(w) for c, w in zip(cells, widths)) for cells in lines]
+    out.append(f"graph {graph.name}: checkpoint-all peak {format_bytes(checkpoint_all_peak(graph))}, lower bound "
+               f"{format_bytes(memory_lower_bound(graph))}; overhead = cost over checkpoint-all; gap = the optimality "
+               f"gap the solver proved (MIP or CP-SAT gap; 0.00%: optimal in its formulation); 'no (fits at X)': "
+               f"the solver found no schedule within the budget, and X is the smallest budget it knows a "
+               f"schedule fits (the true smallest may be lower); 'refused': the graph is larger than the solver's "
+               f"formulation is built for (--json gives why and the option that raises the limit); LP bound = "
+               f"Checkmate's LP lower bound on the overhead of frontier-advancing schedules in the graph's fixed "
+               f"topological order, not of all schedules (else why there is none: infeasible, unproven in the "
+               f"time limit, refused: too large, skipped)")
+    return "\n".join(out)
+
+
+
+COMMANDS: dict[str, Command] = {
+    "compare": (add_compare_parser, cmd_compare),
+    "sweep": (add_sweep_parser, cmd_sweep),
+}

@@ -1,0 +1,86 @@
+"""The solving commands: ``solve`` (a schedule within a budget), ``simulate`` (check one), ``solvers`` (the registry)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import InvalidSchedule
+from ..graph import load_graph
+from ..schedule import load_schedule, save_schedule, simulate
+from ..solvers import DEFAULT_SOLVER, list_solvers, solve
+from ._common import EXIT_OK, Command, budget_arg, option_args, print_json
+
+
+def add_solve_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solve", help="find a schedule within a memory budget and print it as JSON")
+    p.add_argument("graph", help="graph file (remat-graph JSON or Checkmate node-link JSON)")
+    p.add_argument("--budget", "-b", required=True,
+                   help="bytes (123456), with a unit (512MiB, 1.5GB) or a percent of the checkpoint-all peak (70%%)")
+    p.add_argument("--solver", "-s", default=DEFAULT_SOLVER, help=f"solver name (default {DEFAULT_SOLVER}); "
+                                                                  f"see the 'solvers' command")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a solver option (repeatable)")
+    p.add_argument("-o", "--output", help="write the schedule here instead of printing it")
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    budget = budget_arg(args.budget, graph)
+    schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **option_args(args.option))
+    if args.output:
+        save_schedule(schedule, args.output)
+        stats = schedule.stats
+        sys.stderr.write(f"wrote {args.output}: {len(schedule)} ops, peak {stats['peak']:,} bytes, "
+                         f"cost {stats['cost']:.6g} ({stats['overhead']:+.1%} over checkpoint-all)\n")
+    else:
+        print_json(schedule.to_json(), compact=True)
+    return EXIT_OK
+
+
+def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="check a schedule against a graph and measure its peak and cost")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("schedule", help="remat-schedule JSON file")
+    p.add_argument("--budget", "-b", default=None, help="also fail if memory ever exceeds this budget")
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    schedule = load_schedule(args.schedule)
+    budget = budget_arg(args.budget, graph) if args.budget is not None else None
+    try:
+        result = simulate(graph, schedule, budget=budget)
+    except InvalidSchedule as e:
+        print_json({"valid": False, "step": e.step, "op": list(e.op) if e.op else None, "reason": e.reason})
+        raise
+    report = result.summary()
+    if schedule.budget is not None:
+        report["budget"] = schedule.budget
+        report["within_budget"] = result.peak <= schedule.budget
+    print_json(report)
+    return EXIT_OK
+
+
+def add_solvers_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solvers", help="list the solvers")
+    p.add_argument("--json", action="store_true", help="print the registry as JSON (with each solver's options)")
+
+
+def cmd_solvers(args: argparse.Namespace) -> int:
+    specs = list_solvers()
+    if args.json:
+        print_json([s.describe() for s in specs])
+        return EXIT_OK
+    width = max(len(s.name) for s in specs)
+    for s in specs:
+        sys.stdout.write(f"{s.name:<{width}}  {'exact    ' if s.exact else 'heuristic'}  {s.description}\n")
+    return EXIT_OK
+
+
+
+COMMANDS: dict[str, Command] = {
+    "solve": (add_solve_parser, cmd_solve),
+    "simulate": (add_simulate_parser, cmd_simulate),
+    "solvers": (add_solvers_parser, cmd_solvers),
+}

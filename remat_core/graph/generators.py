@@ -1,0 +1,178 @@
+"""Small synthetic graphs with known structure: for tests, benchmarks and teaching.
+
+Like ``networkx.generators``: each function returns a fresh, valid :class:`ComputeGraph`.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from .compute_graph import ComputeGraph, Node
+
+
+def chain(n: int, mem: int = 1, cost: float = 1.0, name: str | None = None) -> ComputeGraph:
+    """A forward-only chain ``x -> f1 -> ... -> fn`` (x pinned); the output is ``fn``."""
+    _check_size(n)
+    nodes = [Node("x", mem, 0.0, "input", True)]
+    nodes += [Node(f"f{i}", mem, cost, "forward", label=f"layer {i}") for i in range(1, n + 1)]
+    edges = [("x", "f1")] + [(f"f{i}", f"f{i + 1}") for i in range(1, n)]
+    return ComputeGraph(nodes, edges, name=name or f"chain-{n}")
+
+
+def training_chain(n: int, mem: int = 1, cost: float = 1.0, backward_cost_factor: float = 2.0,
+                   name: str | None = None) -> ComputeGraph:
+    """The training graph of an n-layer chain: forward ``f1..fn``, a loss, backward ``b_n..b_1``.
+
+    ``b_i`` reads the upstream gradient (``b_{i+1}``, or the loss for ``i = n``) and the layer's
+    input activation (``f_{i-1}``; the pinned input ``x`` for ``i = 1``). Every ``b_i`` is an
+    output. Forward and backward interleave like the rungs of a ladder: the graph's pathwidth is
+    a small constant however long the chain.
+    """
+    _check_size(n)
+    return layered_training_chain([mem] * n, [cost] * n, [cost * backward_cost_factor] * n, input_mem=mem,
+                                  loss_mem=mem, loss_cost=cost, name=name or f"training-chain-{n}")
+
+
+def layered_training_chain(mems: Sequence[int], costs: Sequence[float], backward_costs: Sequence[float] | None = None,
+                           input_mem: int = 1, loss_mem: int = 1, loss_cost: float = 1.0,
+                           name: str | None = None) -> ComputeGraph:
+    """:func:`training_chain` with its own size and cost for every layer (a heterogeneous chain).
+
+    Layer ``i`` (1-based) has activation ``f_i`` of ``mems[i-1]`` bytes and cost ``costs[i-1]``;
+    its gradient ``b_i`` (with respect to the layer's input) has the size of that input
+    (``input_mem`` for ``b_1``) and costs ``backward_costs[i-1]`` (default: twice the forward cost).
+    """
+    n = len(mems)
+    _check_size(n)
+    if len(costs) != n or (backward_costs is not None and len(backward_costs) != n):
+        raise ValueError(f"layered_training_chain needs one cost (and backward cost) per layer: {n} sizes, "
+                         f"{len(costs)} costs, {len(backward_costs) if backward_costs is not None else n} "
+                         f"backward costs")
+    backward_costs = [2.0 * c for c in costs] if backward_costs is None else backward_costs
+    sizes = [input_mem, *mems]
+    nodes = [Node("x", input_mem, 0.0, "input", True)]
+    nodes += [Node(f"f{i}", mems[i - 1], costs[i - 1], "forward", label=f"layer {i}") for i in range(1, n + 1)]
+    nodes.append(Node("loss", loss_mem, loss_cost, "loss"))
+    nodes += [Node(f"b{i}", sizes[i - 1], backward_costs[i - 1], "backward", label=f"grad {i}")
+              for i in range(n, 0, -1)]
+    act = ["x"] + [f"f{i}" for i in range(1, n + 1)]
+    edges = [(act[i - 1], act[i]) for i in range(1, n + 1)] + [(f"f{n}", "loss")]
+    for i in range(n, 0, -1):
+        edges.append(("loss" if i == n else f"b{i + 1}", f"b{i}"))
+        edges.append((act[i - 1], f"b{i}"))
+    return ComputeGraph(nodes, edges, outputs=[f"b{i}" for i in range(n, 0, -1)],
+                        name=name or f"layered-training-chain-{n}")
+
+
+def random_dag(n: int, edge_probability: float = 0.3, max_mem: int = 100, max_cost: float = 10.0,
+               pinned_inputs: int = 1, seed: int = 0, name: str | None = None) -> ComputeGraph:
+    """A random DAG on ``n`` computed nodes plus ``pinned_inputs`` pinned inputs.
+
+    Node ``v{j}`` reads ``v{i}`` (i < j) with probability ``edge_probability``; a node left with
+    no predecessor reads a random pinned input (or nothing if there is none). Memory and cost are
+    uniform integers in ``[1, max_mem]`` and ``[0, max_cost]``.
+    """
+    _check_size(n)
+    rng = random.Random(seed)
+    nodes = [Node(f"in{k}", rng.randint(1, max_mem), 0.0, "input", True) for k in range(pinned_inputs)]
+    nodes += [Node(f"v{j}", rng.randint(1, max_mem), float(rng.randint(0, int(max_cost))), "forward")
+              for j in range(n)]
+    edges = []
+    for j in range(n):
+        preds = [f"v{i}" for i in range(j) if rng.random() < edge_probability]
+        if not preds and pinned_inputs:
+            preds = [f"in{rng.randrange(pinned_inputs)}"]
+        edges += [(p, f"v{j}") for p in preds]
+    return ComputeGraph(nodes, edges, name=name or f"random-dag-{n}-s{seed}")
+
+
+def random_tree(n: int, mem: int = 1, cost: float = 1.0, seed: int = 0, name: str | None = None) -> ComputeGraph:
+    """A random tree on ``n`` nodes, edges pointing away from the root ``t0``: treewidth 1 (n >= 2).
+
+    Node ``t{j}`` (j >= 1) reads one earlier node chosen uniformly; the leaves are the outputs.
+    """
+    _check_size(n)
+    rng = random.Random(seed)
+    nodes = [Node(f"t{j}", mem, cost, "forward") for j in range(n)]
+    edges = [(f"t{rng.randrange(j)}", f"t{j}") for j in range(1, n)]
+    return ComputeGraph(nodes, edges, name=name or f"tree-{n}-s{seed}")
+
+
+def cycle(n: int, mem: int = 1, cost: float = 1.0, name: str | None = None) -> ComputeGraph:
+    """A cycle ``c0 - c1 - ... - c{n-1} - c0`` as a DAG (each edge from the lower to the higher index).
+
+    Its skeleton is a cycle: treewidth and pathwidth 2 for n >= 3. The output is ``c{n-1}``.
+    """
+    _check_size(n)
+    nodes = [Node(f"c{j}", mem, cost, "forward") for j in range(n)]
+    edges = [(f"c{j}", f"c{j + 1}") for j in range(n - 1)]
+    if n >= 3:
+        edges.append(("c0", f"c{n - 1}"))
+    return ComputeGraph(nodes, edges, name=name or f"cycle-{n}")
+
+
+def grid(rows: int, cols: int, mem: int = 1, cost: float = 1.0, name: str | None = None) -> ComputeGraph:
+    """A ``rows x cols`` grid, node ``g{i}_{j}`` reading its upper and left neighbours.
+
+    Its skeleton is the grid graph: treewidth and pathwidth ``min(rows, cols)`` (when both are at
+    least 2). The output is the bottom-right corner.
+    """
+    _check_size(rows)
+    _check_size(cols)
+    nodes = [Node(f"g{i}_{j}", mem, cost, "forward") for i in range(rows) for j in range(cols)]
+    edges = [(f"g{i - 1}_{j}", f"g{i}_{j}") for i in range(1, rows) for j in range(cols)]
+    edges += [(f"g{i}_{j - 1}", f"g{i}_{j}") for i in range(rows) for j in range(1, cols)]
+    return ComputeGraph(nodes, edges, name=name or f"grid-{rows}x{cols}")
+
+
+def k_tree(n: int, k: int, mem: int = 1, cost: float = 1.0, seed: int = 0, name: str | None = None) -> ComputeGraph:
+    """A random k-tree on ``n >= k + 1`` nodes: treewidth exactly ``k``.
+
+    Start from a clique on ``k + 1`` nodes; every further node is joined to all nodes of a k-clique
+    chosen uniformly among those built so far. Edges point from the older node to the newer one.
+    """
+    _check_size(n)
+    if not isinstance(k, int) or k < 1 or n < k + 1:
+        raise ValueError(f"a k-tree needs k >= 1 and n >= k + 1 nodes, got n={n!r}, k={k!r}")
+    rng = random.Random(seed)
+    nodes = [Node(f"k{j}", mem, cost, "forward") for j in range(n)]
+    edges = [(f"k{a}", f"k{b}") for b in range(k + 1) for a in range(b)]
+    base = tuple(range(k + 1))
+    cliques = [base[:i] + base[i + 1:] for i in range(k + 1)]
+    for v in range(k + 1, n):
+        chosen = cliques[rng.randrange(len(cliques))]
+        edges += [(f"k{a}", f"k{v}") for a in chosen]
+        cliques += [chosen[:i] + chosen[i + 1:] + (v,) for i in range(k)]
+    return ComputeGraph(nodes, edges, name=name or f"{k}-tree-{n}-s{seed}")
+
+
+def series_parallel(n: int, mem: int = 1, cost: float = 1.0, seed: int = 0, name: str | None = None) -> ComputeGraph:
+    """A random two-terminal series-parallel DAG on ``n >= 2`` nodes: treewidth at most 2.
+
+    Start from ``s -> t``; each new node ``w`` either subdivides a random edge ``u -> v`` (series:
+    ``u -> w -> v``) or adds a path ``u -> w -> v`` beside it (parallel). The output is ``t``.
+    """
+    _check_size(n)
+    if n < 2:
+        raise ValueError(f"a series-parallel graph needs n >= 2 nodes (a source and a sink), got {n!r}")
+    rng = random.Random(seed)
+    edges = [("s", "t")]
+    names = ["s", "t"]
+    for j in range(n - 2):
+        w = f"sp{j}"
+        names.append(w)
+        at = rng.randrange(len(edges))
+        u, v = edges[at]
+        if rng.random() < 0.5:
+            edges[at] = (u, w)
+        else:
+            edges.append((u, w))
+        edges.append((w, v))
+    nodes = [Node(x, mem, cost, "forward") for x in names]
+    return ComputeGraph(nodes, edges, outputs=["t"], name=name or f"series-parallel-{n}-s{seed}")
+
+
+def _check_size(n: int) -> None:
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"a generated graph needs n >= 1 nodes, got {n!r}")

@@ -1,0 +1,385 @@
+"""Run a schedule on real tensors: the proof that a schedule computes the right gradients.
+
+The tracer keeps the joint forward+backward FX graph beside every traced graph
+(``graph.attachments``: ``fx_binding`` maps graph nodes to FX nodes, ``joint`` holds the model and
+example inputs). :func:`execute` walks a schedule op by op: ``compute v`` evaluates the FX node
+whose value v is (reading only values that are resident), ``free v`` drops it and every view of
+it. It records the parameter gradients, the loss, and the bytes really held after each op (unique
+storages of every live tensor), so the simulator's memory model can be checked against real
+allocations.
+
+Semantics
+---------
+- Views and aliases own no graph node (the tracer merged them into their storage owner). The
+  executor evaluates a view when a reader needs it, from its resident base, and keeps it while
+  the base is resident.
+- A multi-output op is one graph node per output; computing one output runs the op and keeps only
+  that output (the last multi-output result is reused while it is still valid, so consecutive
+  outputs of one op run it once).
+- Random ops (dropout) are seeded per FX node, so a recomputation draws the same mask as the
+  first computation, as PyTorch's activation checkpointing preserves RNG state. The caller's RNG
+  state is restored afterwards.
+- Module-level graphs are executed through their op-level graph: ``compute G`` computes G's
+  members in order (temporaries freed after their last use inside G), ``free G`` frees the members
+  that were still held.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+from torch import fx
+
+from ..errors import RematError
+from ..frontends import MODEL_PREFIX, real_placeholder_values
+from ..graph import ComputeGraph
+from ..schedule import COMPUTE, FREE, Op, Schedule, checkpoint_all_ops, simulate
+
+
+class ExecutionError(RematError):
+    """A graph that cannot be executed (not traced from a model), or an op that failed on real tensors."""
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """What running a schedule on real tensors gave.
+
+    Attributes
+    ----------
+    gradients : mapping of str to torch.Tensor
+        Parameter name -> its gradient (tied parameters share one tensor).
+    loss : float
+        The loss value of the step.
+    memory : tuple of int
+        Bytes held after each op of the executed (op-level) schedule, pinned tensors included.
+    simulated_memory : tuple of int
+        The simulator's memory after each of those ops, for comparison.
+    schedule_memory : tuple of int
+        Bytes held after each op of the schedule as given: the same as ``memory`` at op level; for
+        a module-level schedule, what is held once each group op's members have run (or been freed).
+    computes : int
+        Compute ops executed (recomputations included).
+    seconds : float
+        Wall time of the run.
+    """
+
+    gradients: Mapping[str, torch.Tensor]
+    loss: float
+    memory: tuple[int, ...]
+    simulated_memory: tuple[int, ...]
+    schedule_memory: tuple[int, ...]
+    computes: int
+    seconds: float
+
+    @property
+    def peak(self) -> int:
+        """Largest real memory held after any op."""
+        return max(self.memory, default=0)
+
+    @property
+    def simulated_peak(self) -> int:
+        """The simulator's peak for the same ops."""
+        return max(self.simulated_memory, default=0)
+
+
+def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0,
+            measure_memory: bool = True) -> ExecutionResult:
+    """Run ``schedule`` on the real model behind ``graph``.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+        A graph from :func:`remat_core.frontends.trace.trace_training_graph` (op or module level).
+    schedule : Schedule or list of ops
+        Any valid schedule of ``graph`` (it is simulated first).
+    seed : int
+        Base seed of the per-op RNG streams of random ops.
+    measure_memory : bool
+        Record the bytes held after each op.
+
+    Raises
+    ------
+    ExecutionError
+        When the graph carries no traced model, or an op fails on real tensors.
+    InvalidSchedule
+        When the schedule breaks a simulator rule.
+    """
+    ops = schedule.ops if isinstance(schedule, Schedule) else tuple(schedule)
+    simulate(graph, ops)
+    op_graph, op_ops, ends = _to_op_level(graph, ops)
+    simulated = simulate(op_graph, op_ops)
+    runner = _Runner(op_graph, seed)
+    started = time.perf_counter()
+    memory = []
+    held_before = runner.resident_bytes()
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        for step, (action, node) in enumerate(op_ops):
+            if action == COMPUTE:
+                runner.compute(node, step)
+            else:
+                runner.free(node)
+            if measure_memory:
+                memory.append(runner.resident_bytes())
+    seconds = time.perf_counter() - started
+    schedule_memory = tuple(memory[end - 1] if end else held_before for end in ends) if measure_memory else ()
+    return ExecutionResult(gradients=runner.gradients(), loss=runner.loss_value(), memory=tuple(memory),
+                           simulated_memory=simulated.memory if measure_memory else (),
+                           schedule_memory=schedule_memory, computes=simulated.computes, seconds=seconds)
+
+
+def is_executable(graph: ComputeGraph) -> bool:
+    """Whether ``graph`` has a model behind it to run on: traced here (:mod:`remat_core.frontends.trace`), not read
+    from a file (JSON, ONNX), whose nodes carry sizes and costs only."""
+    return "fx_binding" in graph.attachments and "joint" in graph.attachments
+
+
+def with_model_of(graph: ComputeGraph, traced: ComputeGraph) -> ComputeGraph:
+    """``graph`` with the model behind ``traced`` attached, once they are checked to be the same graph.
+
+    A traced graph's model does not travel with its JSON (to another process, say); tracing the
+    model again gives it back. Nodes, sizes, edges and outputs must agree; costs may differ
+    (``measured`` costs are timings of one run), and execution does not read them.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+        The graph a schedule was made for (read from JSON, say).
+    traced : ComputeGraph
+        The same model traced again, with its attachments.
+
+    Returns
+    -------
+    ComputeGraph
+        ``traced`` itself when the two are identical, else ``graph``'s nodes with ``traced``'s attachments.
+
+    Raises
+    ------
+    ExecutionError
+        When ``traced`` has no model behind it, or is not the same graph.
+    """
+    if not is_executable(traced):
+        raise ExecutionError(f"graph {traced.name!r} has no traced model to attach: trace it with remat_core.frontends.trace")
+    if traced.content_hash == graph.content_hash:
+        return traced
+    for what, mine, theirs in (("node ids", graph.ids, traced.ids), ("sizes", graph.mem, traced.mem),
+                               ("pinned nodes", graph.pinned, traced.pinned), ("edges", graph.edges, traced.edges),
+                               ("outputs", graph.outputs, traced.outputs)):
+        if mine != theirs:
+            raise ExecutionError(f"the model traced again ({traced.name!r}) differs from graph {graph.name!r} in its "
+                                 f"{what}, so the schedule cannot be run on it; trace the model again in this process")
+    return ComputeGraph(graph.nodes, graph.edges, graph.outputs, name=graph.name, attachments=traced.attachments)
+
+
+def reference_gradients(graph: ComputeGraph, *, seed: int = 0) -> Mapping[str, torch.Tensor]:
+    """Gradients of the checkpoint-all schedule: what every other schedule must reproduce."""
+    return execute(graph, checkpoint_all_ops(graph, explain=False)[0], seed=seed, measure_memory=False).gradients
+
+
+def gradient_difference(result: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor]) -> float:
+    """Largest absolute difference between two sets of gradients (they must name the same parameters)."""
+    if set(result) != set(reference):
+        raise ExecutionError(f"gradients of different parameters: {sorted(set(result) ^ set(reference))[:5]}")
+    return max((float((result[k] - reference[k]).abs().max()) for k in reference if reference[k].numel()),
+               default=0.0)
+
+
+def _to_op_level(graph: ComputeGraph, ops: tuple[Op, ...]
+                 ) -> tuple[ComputeGraph, tuple[Op, ...], tuple[int, ...]]:
+    """A module-level schedule as ops of the op-level graph it was coarsened from, with, for each op
+    of the schedule, how many op-level ops have been emitted once it is done."""
+    groups = graph.attachments.get("groups")
+    if groups is None:
+        return graph, ops, tuple(range(1, len(ops) + 1))
+    op_graph: ComputeGraph = graph.attachments["op_graph"]
+    topo_position = {i: p for p, i in enumerate(op_graph.topo_idx)}
+    outputs = set(op_graph.outputs)
+    expanded: list[Op] = []
+    ends: list[int] = []
+    held: dict[str, list[str]] = {}
+    for action, group in ops:
+        members = groups[group]
+        if action == FREE:
+            expanded.extend((FREE, m) for m in held.pop(group))
+        else:
+            member_set = set(members)
+            order = sorted((op_graph.index[m] for m in members), key=topo_position.__getitem__)
+            leaving = [m for m in members if m in outputs or any(s not in member_set for s in op_graph.succs(m))]
+            expanded.extend(_group_ops(op_graph, order, set(leaving)))
+            held[group] = leaving
+        ends.append(len(expanded))
+    return op_graph, tuple(expanded), tuple(ends)
+
+
+def _group_ops(op_graph: ComputeGraph, order: list[int], leaving: set[str]) -> list[Op]:
+    """Compute a group's members in order; free each temporary after its last reader in the group."""
+    ids = op_graph.ids
+    position = {i: p for p, i in enumerate(order)}
+    last_reader: dict[int, int] = {}
+    for i in order:
+        for j in op_graph.pred_idx[i]:
+            if j in position:
+                last_reader[j] = i
+    ops: list[Op] = []
+    for i in order:
+        ops.append((COMPUTE, ids[i]))
+        ops.extend((FREE, ids[j]) for j in op_graph.pred_idx[i]
+                   if last_reader.get(j) == i and ids[j] not in leaving)
+        if i not in last_reader and ids[i] not in leaving:
+            ops.append((FREE, ids[i]))
+    return ops
+
+
+class _Runner:
+    """The live state of one execution: values of resident FX nodes, keyed by the graph node owning them."""
+
+    def __init__(self, graph: ComputeGraph, seed: int):
+        if not is_executable(graph):
+            raise ExecutionError(f"graph {graph.name!r} was not traced from a PyTorch model here, so there are no "
+                                 f"real tensors to run it on; trace it with remat_core.frontends.trace (a graph read from a "
+                                 f"file can only be simulated)")
+        binding, joint = graph.attachments["fx_binding"], graph.attachments["joint"]
+        self.graph = graph
+        self.binding = binding
+        self.seed = seed
+        self.fx_nodes: dict[str, fx.Node] = {n.name: n for n in binding.graph_module.graph.nodes}
+        self.position = {name: i for i, name in enumerate(self.fx_nodes)}
+        self.producers = set(binding.producer.values())
+        self.placeholder_values = dict(zip(
+            (n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")),
+            real_placeholder_values(joint, "execute the schedule", "trace the model on the CPU with real weights")))
+        self.env: dict[str, Any] = {}
+        self.held_by: dict[str, list[str]] = {}
+        self.storage_refs: dict[int, list[int]] = {}  # data_ptr -> [live references, nbytes]
+        self.held_bytes = 0
+        self.last_tuple: tuple[str, Any] | None = None
+        self.first_values: dict[str, torch.Tensor] = {}
+        self.grad_values: dict[str, torch.Tensor] = {}
+        self.grads_of_owner = self._gradient_outputs()
+        self.fetch_attr = fx.Interpreter(binding.graph_module).fetch_attr
+        for node in graph.nodes:
+            if node.pinned:
+                name = binding.producer[node.id]
+                self.held_by[node.id] = []
+                self._hold(node.id, name, self._pinned_value(name))
+
+    def _pinned_value(self, fx_name: str) -> Any:
+        node = self.fx_nodes[fx_name]
+        if node.op == "get_attr":
+            return self.fetch_attr(node.target)
+        return self.placeholder_values[fx_name]
+
+    # -- ops ------------------------------------------------------------------------------------
+
+    def compute(self, node_id: str, step: int) -> None:
+        accumulated = self.binding.accumulations.get(node_id)
+        if accumulated is not None:
+            values = [self._value(self.fx_nodes[name], node_id) for name in accumulated]
+            value, key = values[0], f"{node_id}:sum"
+            for other in values[1:]:
+                value = value + other
+        else:
+            key = self.binding.producer[node_id]
+            node = self.fx_nodes[key]
+            value = self.placeholder_values[key] if node.op == "placeholder" else self._evaluate(node, node_id)
+        self.held_by[node_id] = []
+        self._hold(node_id, key, value)
+        if node_id not in self.first_values:
+            self.first_values[node_id] = value
+            for name, fx_node in self.grads_of_owner.get(node_id, ()):
+                self.grad_values[name] = value if fx_node is None else self._value(fx_node, node_id)
+
+    def _gradient_outputs(self) -> dict[str, list[tuple[str, fx.Node | None]]]:
+        """Graph node -> (parameter name, FX value of its gradient) for the gradients it holds.
+
+        The FX graph may return a view of the node's storage (a bias gradient reshaped), so the
+        gradient is read through that FX value; a tied parameter's gradient is the synthetic sum.
+        """
+        output = self.binding.graph_module.graph.output_node()
+        fx_of_param = {desc.grad_of.target.removeprefix(MODEL_PREFIX): arg
+                       for desc, arg in zip(output.meta["desc"], output.args[0])
+                       if type(desc).__name__ == "GradAOTOutput" and arg is not None}
+        owners: dict[str, list[tuple[str, fx.Node | None]]] = {}
+        for name, node_id in self.binding.param_grads.items():
+            summed = node_id in self.binding.accumulations
+            owners.setdefault(node_id, []).append((name, None if summed else fx_of_param[name]))
+        return owners
+
+    def free(self, node_id: str) -> None:
+        for key in self.held_by.pop(node_id):
+            value = self.env.pop(key)
+            if isinstance(value, torch.Tensor):
+                ref = self.storage_refs[value.untyped_storage().data_ptr()]
+                ref[0] -= 1
+                if ref[0] == 0:
+                    self.held_bytes -= ref[1]
+                    del self.storage_refs[value.untyped_storage().data_ptr()]
+
+    def _hold(self, owner: str, key: str, value: Any) -> None:
+        """Keep FX value ``key`` alive while graph node ``owner`` is resident, counting its storage once."""
+        self.env[key] = value
+        self.held_by[owner].append(key)
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()
+            ref = self.storage_refs.setdefault(storage.data_ptr(), [0, storage.nbytes()])
+            if ref[0] == 0:
+                self.held_bytes += ref[1]
+            ref[0] += 1
+
+    # -- evaluation -----------------------------------------------------------------------------
+
+    def _value(self, node: fx.Node, reader: str) -> Any:
+        """The value of FX node ``node`` as an argument of graph node ``reader``."""
+        if node.name in self.env:
+            return self.env[node.name]
+        if node.name in self.producers:
+            raise ExecutionError(f"computing '{reader}' needs FX value {node.name}, whose graph node is not "
+                                 f"resident (the tracer's binding and the schedule disagree)")
+        if self.last_tuple is not None and self.last_tuple[0] == node.name:
+            return self.last_tuple[1]
+        if node.op == "placeholder":  # a second name of a pinned tensor (tied weights)
+            value = self.placeholder_values[node.name]
+        else:
+            value = self._evaluate(node, reader)
+        owners = self.binding.storage.get(node.name, ())
+        if len(owners) > 1:
+            self.last_tuple = (node.name, value)
+        elif len(owners) == 1 and self._is_view_of_resident(value, owners[0]):
+            self._hold(owners[0], node.name, value)
+        return value
+
+    def _is_view_of_resident(self, value: Any, owner: str) -> bool:
+        if not isinstance(value, torch.Tensor) or owner not in self.held_by:
+            return False
+        base = self.env[self.held_by[owner][0]]
+        return isinstance(base, torch.Tensor) and value.untyped_storage().data_ptr() == \
+            base.untyped_storage().data_ptr()
+
+    def _evaluate(self, node: fx.Node, reader: str) -> Any:
+        if node.op == "get_attr":
+            return self.fetch_attr(node.target)
+        if node.op != "call_function":
+            raise ExecutionError(f"cannot evaluate FX node {node.name} ({node.op}) for '{reader}'")
+        args = fx.node.map_arg(node.args, lambda a: self._value(a, reader))
+        kwargs = fx.node.map_arg(node.kwargs, lambda a: self._value(a, reader))
+        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            torch.manual_seed(self.seed * 1_000_003 + self.position[node.name])
+        try:
+            return node.target(*args, **kwargs)
+        except (RuntimeError, TypeError, ValueError, IndexError) as e:
+            raise ExecutionError(f"op {node.target} (FX node {node.name}, for graph node '{reader}') failed on "
+                                 f"real tensors: {e}") from e
+
+    # -- measurements ---------------------------------------------------------------------------
+
+    def resident_bytes(self) -> int:
+        return self.held_bytes
+
+    def gradients(self) -> dict[str, torch.Tensor]:
+        return dict(self.grad_values)
+
+    def loss_value(self) -> float:
+        return float(self.first_values[self.binding.loss])
+

@@ -1,0 +1,231 @@
+"""The one simulator: the only judge of every schedule, whoever made it.
+
+Memory model
+------------
+- Start: the resident set is the pinned nodes; memory is their total ``mem``; peak is that.
+- ``compute v``: v is not pinned, not resident, and every predecessor of v is resident. Memory
+  grows by ``mem(v)``, the peak is updated, and ``cost(v)`` is added to the total cost.
+- ``free v``: v is resident and not pinned. Memory shrinks by ``mem(v)``.
+- At the end every output has been computed at least once (it may have been freed since).
+
+Any violation raises :class:`~remat_core.errors.InvalidSchedule` naming the step, the op and the
+reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterable, Mapping, NamedTuple
+
+from ..errors import InvalidSchedule
+from ..graph import ComputeGraph
+from .ops import free_after_last_use, needed_topological_order
+from .schedule import COMPUTE, FREE, Op, Schedule
+
+
+class Lifetime(NamedTuple):
+    """One stay of a tensor in memory: computed at step ``start``, freed at ``end`` (None: never)."""
+
+    node: str
+    start: int
+    end: int | None
+    occurrence: int  # 1 for the first computation, 2 for the first recomputation, ...
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What the simulator measured.
+
+    Attributes
+    ----------
+    peak : int
+        The largest memory reached, in bytes (at least the pinned bytes).
+    peak_step : int
+        The op at which the peak was first reached (-1: before any op, only pinned memory).
+    cost : float
+        Sum of ``cost`` over every compute op (recomputations included).
+    start_memory : int
+        Pinned bytes: memory before the first op.
+    memory : tuple of int
+        Memory after each op: the timeline the app animates.
+    compute_counts : mapping of str to int
+        How many times each computed node was computed.
+    ops : tuple of (str, str)
+        The ops simulated.
+    """
+
+    peak: int
+    peak_step: int
+    cost: float
+    start_memory: int
+    memory: tuple[int, ...]
+    compute_counts: Mapping[str, int]
+    ops: tuple[Op, ...]
+
+    @property
+    def computes(self) -> int:
+        """Number of compute ops."""
+        return sum(self.compute_counts.values())
+
+    @property
+    def recomputes(self) -> int:
+        """Compute ops beyond the first computation of each node."""
+        return self.computes - len(self.compute_counts)
+
+    @property
+    def recomputed_nodes(self) -> tuple[str, ...]:
+        """Nodes computed more than once."""
+        return tuple(n for n, c in self.compute_counts.items() if c > 1)
+
+    def summary(self) -> dict[str, Any]:
+        """The figures the CLI and the app report."""
+        return {"valid": True, "peak": self.peak, "cost": self.cost, "computes": self.computes,
+                "recomputes": self.recomputes}
+
+    @cached_property
+    def lifetimes(self) -> tuple[Lifetime, ...]:
+        """Every stay of every tensor in memory, in order of computation."""
+        open_at: dict[str, int] = {}
+        seen: dict[str, int] = {}
+        done: list[Lifetime] = []
+        for step, (action, node) in enumerate(self.ops):
+            if action == COMPUTE:
+                open_at[node] = step
+                seen[node] = seen.get(node, 0) + 1
+            else:
+                done.append(Lifetime(node, open_at.pop(node), step, seen[node]))
+        done.extend(Lifetime(n, s, None, seen[n]) for n, s in open_at.items())
+        done.sort(key=lambda life: life.start)
+        return tuple(done)
+
+    def resident_after(self, graph: ComputeGraph, step: int) -> list[str]:
+        """Ids resident right after op ``step`` (pinned nodes included); step -1 is the start."""
+        resident = {n.id for n in graph.nodes if n.pinned}
+        for action, node in self.ops[: step + 1]:
+            if action == COMPUTE:
+                resident.add(node)
+            else:
+                resident.discard(node)
+        return [i for i in graph.ids if i in resident]
+
+
+def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int | None = None) -> SimulationResult:
+    """Run a schedule against the memory model and measure it.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+    schedule : Schedule or iterable of (action, node id)
+    budget : int, optional
+        When given, memory above it is also a violation (reported at the step it happens).
+
+    Returns
+    -------
+    SimulationResult
+
+    Raises
+    ------
+    InvalidSchedule
+        At the first op that breaks a rule, or at the end if an output was never computed.
+    """
+    ops = schedule.ops if isinstance(schedule, Schedule) else tuple((str(a), str(n)) for a, n in schedule)
+    return _simulate_core(graph, ops, budget)
+
+
+def _simulate_core(graph: ComputeGraph, ops: tuple[Op, ...], budget: int | None) -> SimulationResult:
+    index = graph.index
+    mem = graph.mem
+    cost = graph.cost
+    pinned = graph.pinned
+    preds = graph.pred_idx
+    resident = bytearray(1 if p else 0 for p in pinned)
+    counts = [0] * len(graph)
+    memory = graph.pinned_bytes
+    peak, peak_step = memory, -1
+    total_cost = 0.0
+    timeline = [0] * len(ops)
+    for step, op in enumerate(ops):
+        action, node = op
+        i = index.get(node)
+        if i is None:
+            raise InvalidSchedule(step, op, f"unknown node {node!r}: the graph has no node with that id")
+        if action == COMPUTE:
+            if pinned[i]:
+                raise InvalidSchedule(step, op, f"'{node}' is pinned: pinned nodes are always resident and never "
+                                                f"computed")
+            if resident[i]:
+                raise InvalidSchedule(step, op, f"'{node}' is already resident; free it before computing it again")
+            missing = [j for j in preds[i] if not resident[j]]
+            if missing:
+                names = ", ".join(f"'{graph.ids[j]}'" for j in missing[:5]) + (" ..." if len(missing) > 5 else "")
+                raise InvalidSchedule(step, op, f"predecessor(s) of '{node}' not resident: {names}; compute them "
+                                                f"first")
+            resident[i] = 1
+            memory += mem[i]
+            total_cost += cost[i]
+            counts[i] += 1
+            if memory > peak:
+                peak, peak_step = memory, step
+            if budget is not None and memory > budget:
+                raise InvalidSchedule(step, op, f"memory {memory:,} bytes exceeds the budget of {budget:,} bytes")
+        elif action == FREE:
+            if pinned[i]:
+                raise InvalidSchedule(step, op, f"'{node}' is pinned: pinned nodes are never freed")
+            if not resident[i]:
+                raise InvalidSchedule(step, op, f"'{node}' is not resident, so it cannot be freed")
+            resident[i] = 0
+            memory -= mem[i]
+        else:
+            raise InvalidSchedule(step, op, f"unknown action {action!r}; expected \"{COMPUTE}\" or \"{FREE}\"")
+        timeline[step] = memory
+    never = [graph.ids[o] for o in graph.output_idx if counts[o] == 0]
+    if never:
+        names = ", ".join(f"'{n}'" for n in never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
+        raise InvalidSchedule(len(ops), None, f"output(s) never computed: {names}")
+    ids = graph.ids
+    compute_counts = {ids[i]: c for i, c in enumerate(counts) if c}
+    return SimulationResult(peak=peak, peak_step=peak_step, cost=total_cost, start_memory=graph.pinned_bytes,
+                            memory=tuple(timeline), compute_counts=compute_counts, ops=ops)
+
+
+def checkpoint_all_ops(graph: ComputeGraph, explain: bool = True):
+    """The checkpoint-all schedule: the graph's topological order, each tensor freed after its last use."""
+    return free_after_last_use(graph, needed_topological_order(graph), explain=explain)
+
+
+def checkpoint_all_peak(graph: ComputeGraph) -> int:
+    """Peak memory of the checkpoint-all schedule (no recomputation), in bytes."""
+    return graph.memo("checkpoint_all_peak",
+                      lambda: _simulate_core(graph, tuple(checkpoint_all_ops(graph, explain=False)[0]), None).peak)
+
+
+def checkpoint_all_cost(graph: ComputeGraph) -> float:
+    """Cost of computing every needed node exactly once: the baseline for cost overheads."""
+    return graph.memo("checkpoint_all_cost", lambda: sum(graph.cost[i] for i in graph.needed_idx))
+
+
+def memory_lower_bound(graph: ComputeGraph) -> int:
+    """A lower bound on the peak of any valid schedule, in bytes.
+
+    Computing a node needs the pinned nodes, the node itself and its non-pinned predecessors all
+    resident at once; the bound is the largest such sum over every node that must be computed (the
+    outputs and their ancestors).
+    """
+    def compute() -> int:
+        pinned, mem = graph.pinned, graph.mem
+        best = 0
+        for i in graph.needed_idx:
+            best = max(best, mem[i] + sum(mem[j] for j in graph.pred_idx[i] if not pinned[j]))
+        return graph.pinned_bytes + best
+    return graph.memo("memory_lower_bound", compute)
+
+
+def schedule_stats(graph: ComputeGraph, result: SimulationResult) -> dict[str, Any]:
+    """The stats :func:`remat_core.solve` attaches: measured figures plus the checkpoint-all baseline."""
+    base_cost = checkpoint_all_cost(graph)
+    return {"peak": result.peak, "cost": result.cost, "computes": result.computes,
+            "recomputes": result.recomputes, "recomputed_nodes": len(result.recomputed_nodes),
+            "checkpoint_all_peak": checkpoint_all_peak(graph), "checkpoint_all_cost": base_cost,
+            "overhead": (result.cost / base_cost - 1.0) if base_cost > 0 else 0.0}
+
