@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections import Counter
 import time
+from collections import Counter
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
 from explorer import state
-from explorer.cache import options_key, solve_outcome, sweep_status
-from explorer.zoo import traced_model
+from explorer.jobs.results import options_key, solve_outcome, sweep_status
+from explorer.state.zoo import traced_model
 from remat_core import ComputeGraph, list_solvers
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,8 @@
-"""The Streamlit side of Remat Explorer: session state, caches, shared widgets and the page list.
+"""The Streamlit side of Remat Explorer: the frame, the page list, and what the pages share.
 
 Pages (``pages/*.py``) stay thin: they read the current model, budget and solver from
-:mod:`explorer.state`, get results through the caches in :mod:`explorer.cache`, draw figures from
-:mod:`remat_core.viz`, and use the widgets in :mod:`explorer.widgets`. All the logic lives in
-``remat_core``, which never imports Streamlit.
+:mod:`explorer.state`, get results through :mod:`explorer.jobs`, draw cached figures from
+:mod:`explorer.figures` (built by :mod:`remat_core.viz`), and use the widgets in
+:mod:`explorer.widgets`. :mod:`explorer.frame` draws what every page shares and :mod:`explorer.pages`
+lists the pages. All the logic lives in ``remat_core``, which never imports Streamlit.
 """

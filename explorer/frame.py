@@ -14,9 +14,9 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 from . import state
-from .cache import exact_sweep_runner, solve_runner, sweep_runner
-from .models import default_model
-from .widgets import sidebar_model, sidebar_schedule
+from .jobs.runner import exact_sweep_runner, solve_runner, sweep_runner
+from .state.models import default_model
+from .widgets.sidebar import sidebar_model, sidebar_schedule
 
 ENTRY_MARK = "_framed_by_entry"
 

@@ -1,5 +1,5 @@
-"""The Learn page's example graph, its solver choice, its step-by-step DAG, and which decomposition a
-recursive solver's frames refer to."""
+"""The Learn page's example graph, its solver choice, and which decomposition a recursive solver's
+frames refer to (its step-by-step DAG: :func:`explorer.figures.graph.lesson_dag`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from typing import Any, Mapping
 import streamlit as st
 
 from remat_core import ComputeGraph
-from remat_core.analysis import full_view
 from remat_core.graph import training_chain
-from remat_core.viz import RECOMPUTE_COLOR, dag_html
 
 EXAMPLE_LAYERS = 6
 TEACHING_SOLVERS = ("treewidth", "pathwidth", "chen-sqrt", "rotor", "griewank", "dtr")
@@ -43,12 +41,3 @@ def recursion_decomposition(solver: str, options: Mapping[str, Any]) -> dict[str
     elif solver == "pathwidth":
         methods["frame_of"] = "path"
     return methods
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def lesson_dag(graph_key: str, _graph: ComputeGraph, resident: tuple[str, ...], current: tuple[str, ...]) -> str:
-    """The example DAG with the resident tensors outlined and the ones just computed in orange."""
-    del graph_key
-    view = full_view(_graph)
-    return dag_html(view, highlight=set(resident) | set(current) if resident or current else (),
-                    colors={n: RECOMPUTE_COLOR for n in current}, height_px=280)

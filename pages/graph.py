@@ -5,11 +5,11 @@ one node; beside it the decompositions the treewidth and pathwidth solvers recur
 import streamlit as st
 
 from explorer import state
-from explorer.cache import dag_page
-from explorer.decompositions import decomposition_figures, selected_bag_vertices
-from explorer.exports import graph_download
+from explorer.figures.graph import dag_page
 from explorer.frame import require_entry
-from explorer.widgets import plain
+from explorer.widgets.decompositions import decomposition_figures, selected_bag_vertices
+from explorer.widgets.exports import graph_download
+from explorer.widgets.text import plain
 from remat_core.analysis import MAX_DRAWN_NODES, graph_summary
 from remat_core.decompose import PATH_METHODS, TREE_HEURISTICS
 from remat_core.viz import KIND_COLORS

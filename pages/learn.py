@@ -3,12 +3,14 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import options_key
-from explorer.decompositions import decomposition
+from explorer.figures.decompositions import decomposition
+from explorer.figures.graph import lesson_dag
 from explorer.frame import require_entry
-from explorer.learn import EXAMPLE_LAYERS, example_graph, learn_solver, lesson_dag, recursion_decomposition
-from explorer.waiting import awaited_outcome
-from explorer.widgets import option_widgets, percent, plain
+from explorer.jobs.results import options_key
+from explorer.jobs.waiting import awaited_outcome
+from explorer.learn import EXAMPLE_LAYERS, example_graph, learn_solver, recursion_decomposition
+from explorer.widgets.solvers import option_widgets
+from explorer.widgets.text import percent, plain
 from remat_core import list_solvers, memory_lower_bound
 from remat_core.analysis import describe_reason, step_title, walkthrough_steps
 from remat_core.graph import format_bytes

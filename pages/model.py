@@ -4,12 +4,12 @@
 import streamlit as st
 
 from explorer import state
-from explorer.exports import graph_download
 from explorer.frame import require_entry
-from explorer.models import (MAX_UPLOAD_BYTES, failure_message, generated_random_dag, generated_training_chain,
-                             model_from_upload, upload_suffixes)
-from explorer.widgets import plain
-from explorer.zoo import zoo_form
+from explorer.state.models import (MAX_UPLOAD_BYTES, failure_message, generated_random_dag, generated_training_chain,
+                                   model_from_upload, upload_suffixes)
+from explorer.state.zoo import zoo_form
+from explorer.widgets.exports import graph_download
+from explorer.widgets.text import plain
 from remat_core.analysis import graph_summary
 from remat_core.graph import format_bytes
 from remat_core.viz import module_memory_figure

@@ -4,12 +4,15 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import SOLVE_WAIT_SECONDS, best_possible, options_key, solve_outcome, sweep_status
-from explorer.exports import comparison_records, csv_download, schedule_download
 from explorer.frame import require_entry
-from explorer.widgets import (GAP_COLUMN, GAP_HELP, budget_scale, budget_slider, compare_picker, comparison_rows,
-                              estimate_metrics, log_scale_toggle, option_widgets, outcome_message, plain,
-                              schedule_metrics, sidebar_schedule, solver_picker, time_limit_input, typed_budget)
+from explorer.jobs.results import SOLVE_WAIT_SECONDS, best_possible, options_key, solve_outcome, sweep_status
+from explorer.widgets.budget import budget_scale, budget_slider, typed_budget
+from explorer.widgets.exports import comparison_records, csv_download, schedule_download
+from explorer.widgets.metrics import (GAP_COLUMN, GAP_HELP, comparison_rows, estimate_metrics, log_scale_toggle,
+                                      outcome_message, schedule_metrics)
+from explorer.widgets.sidebar import sidebar_schedule
+from explorer.widgets.solvers import compare_picker, option_widgets, solver_picker, time_limit_input
+from explorer.widgets.text import plain
 from remat_core.analysis import curve_table, graph_summary
 from remat_core.graph import format_bytes
 from remat_core.viz import pareto_figure

@@ -4,13 +4,16 @@
 import streamlit as st
 
 from explorer import state
-from explorer.cache import lifetime_figure, memory_figure, options_key, solve_key
-from explorer.exports import schedule_download
+from explorer.figures.schedule import lifetime_figure, memory_figure
 from explorer.frame import require_entry
+from explorer.jobs.results import options_key, solve_key
+from explorer.jobs.waiting import awaited_outcome
 from explorer.pages import page_path
-from explorer.tensor_run import tensor_run_panel
-from explorer.waiting import awaited_outcome
-from explorer.widgets import lifetime_controls, outcome_message, percent, plain, tensor_name
+from explorer.widgets.exports import schedule_download
+from explorer.widgets.lifetime import lifetime_controls
+from explorer.widgets.metrics import outcome_message
+from explorer.widgets.tensor_run import tensor_run_panel
+from explorer.widgets.text import percent, plain, tensor_name
 from remat_core.analysis import describe_reason, module_groups
 from remat_core.graph import format_bytes
 from remat_core.schedule import describe_op, occurrences

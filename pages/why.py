@@ -5,11 +5,13 @@ once, and two budgets side by side."""
 import streamlit as st
 
 from explorer import state
-from explorer.cache import SolveStillRunning, computes_at, options_key, sweep_status
-from explorer.exports import csv_download, diff_records
 from explorer.frame import require_entry
-from explorer.waiting import awaited_outcome
-from explorer.widgets import budget_scale, other_budget_slider, outcome_message, percent, plain, tensor_name
+from explorer.jobs.results import SolveStillRunning, computes_at, options_key, sweep_status
+from explorer.jobs.waiting import awaited_outcome
+from explorer.widgets.budget import budget_scale, other_budget_slider
+from explorer.widgets.exports import csv_download, diff_records
+from explorer.widgets.metrics import outcome_message
+from explorer.widgets.text import percent, plain, tensor_name
 from remat_core import get_solver
 from remat_core.analysis import (CHANGE_ORDER, OnceThreshold, describe_computation, explain_tensor, graph_summary,
                                  recomputed_tensors, schedule_diff, smallest_budget_computed_once)

@@ -16,15 +16,20 @@ from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
 from test_pt2_safety import ATTACKS, exported_linear, with_records
 
-from explorer import models, state, waiting, zoo
-from explorer.cache import (WAIT_MARGIN_SECONDS, best_possible, options_key, solve_key, solve_outcome,
-                            solve_wait_seconds, stop_background_work, sweep_status, tensor_check_status)
-from explorer.decompositions import SELECTED_BAG, decomposition
-from explorer.exports import comparison_records, csv_text, diff_records, graph_json
-from explorer.models import default_model
+from explorer import state
+from explorer.figures.decompositions import decomposition
+from explorer.jobs import waiting
+from explorer.jobs.results import (WAIT_MARGIN_SECONDS, best_possible, options_key, solve_key, solve_outcome,
+                                   solve_wait_seconds, sweep_status, tensor_check_status)
+from explorer.jobs.runner import stop_background_work
+from explorer.jobs.worker import lp_bound_job, portable
 from explorer.pages import PAGES
-from explorer.widgets import budget_scale, percent, plain
-from explorer.worker import lp_bound_job, portable
+from explorer.state import models, zoo
+from explorer.state.models import default_model
+from explorer.widgets.budget import budget_scale
+from explorer.widgets.decompositions import SELECTED_BAG
+from explorer.widgets.exports import comparison_records, csv_text, diff_records, graph_json
+from explorer.widgets.text import percent, plain
 from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget, parse_graph
 from remat_core.analysis.comparison import sweep_budgets
 from remat_core.analysis.explain import schedule_diff

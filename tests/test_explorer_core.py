@@ -174,3 +174,17 @@ def test_a_reported_cost_bound_travels_with_its_point_and_infinite_ones_are_drop
     assert at_peak.cost_lower_bound == 0.5 * checkpoint_all_cost(graph) and above.cost_lower_bound is None
     curve = ParetoCurve(bounded_solver, {}, (at_peak,), base_cost=checkpoint_all_cost(graph))
     assert curve.overhead_lower_bound(at_peak) == pytest.approx(-0.5)
+
+
+def test_a_page_link_names_its_state_in_the_url_and_refuses_unknown_parameters():
+    from urllib.parse import parse_qs, urlsplit
+
+    from explorer.state.links import page_link
+
+    link = page_link("why", tensor="layer1 · conv (fwd)", budget="50%", model="resnet18", solver=None)
+    parts = urlsplit(link)
+    assert parts.path == "/why" and parts.query.startswith("model=resnet18&budget=50%25&tensor=")
+    assert parse_qs(parts.query) == {"model": ["resnet18"], "budget": ["50%"], "tensor": ["layer1 · conv (fwd)"]}
+    assert page_link("/graph/") == "/graph"
+    with pytest.raises(ValueError, match="the explorer reads model"):
+        page_link("why", node="x")

@@ -2,8 +2,9 @@
 
 In: files and generators. Out: :class:`ComputeGraph` (an immutable, validated DAG of tensors with
 sizes, costs and kinds), its readers and writers (``remat-graph`` JSON, Checkmate/Moccasin
-node-link JSON), budgets as text, cost-model names, synthetic graphs, and the reverse-mode pass
-that turns a forward graph into a training graph. Imports only :mod:`remat_core.errors`.
+node-link JSON), the labels people read (unique names, never ids), budgets as text, cost-model
+names, synthetic graphs, and the reverse-mode pass that turns a forward graph into a training
+graph. Imports only :mod:`remat_core.errors`.
 """
 
 from .backward import with_backward
@@ -12,8 +13,10 @@ from .compute_graph import NODE_KINDS, ComputeGraph, Node
 from .cost_models import COST_MODELS, DEFAULT_REPEATS, FLOPS_PER_BYTE
 from .generators import chain, k_tree, layered_training_chain, random_dag, training_chain
 from .io import load_graph, parse_graph, parse_json_text, register_graph_loader, registered_graph_suffixes, save_graph
+from .labels import node_by_label, node_label, node_labels
 
 __all__ = ["chain", "ComputeGraph", "COST_MODELS", "DEFAULT_REPEATS", "FLOPS_PER_BYTE", "format_bytes",
-           "k_tree", "layered_training_chain", "load_graph", "Node", "NODE_KINDS", "parse_budget",
+           "k_tree", "layered_training_chain", "load_graph", "Node", "node_by_label", "node_label", "node_labels",
+           "NODE_KINDS", "parse_budget",
            "parse_graph", "parse_json_text", "random_dag", "register_graph_loader",
            "registered_graph_suffixes", "save_graph", "training_chain", "with_backward"]

@@ -10,7 +10,7 @@ import streamlit as st
 from remat_core.frontends import LEVELS, build_model, get_spec, list_models, param_count, trace_zoo_model
 from remat_core.graph import COST_MODELS
 
-from .state import Model
+from .session import Model
 
 DEFAULT_ZOO_MODEL = "resnet18"
 DEFAULT_ZOO_BATCH = 4

@@ -1,6 +1,6 @@
 """The jobs the explorer runs in worker processes: exact solves, sweep points, and runs on real tensors.
 
-They run in separate processes (see :mod:`explorer.cache`) so that a solver that computes for
+They run in separate processes (see :mod:`explorer.jobs.runner`) so that a solver that computes for
 seconds holds no lock the app's own thread needs. This module imports no Streamlit and takes
 only plain, picklable data: a graph travels as its ``remat-graph`` document with its content
 hash, and each worker process rebuilds a graph once and keeps it (attachments such as a traced FX

@@ -17,7 +17,7 @@ from remat_core import ComputeGraph, GraphError, RematError, parse_graph
 from remat_core.frontends import parse_pt2
 from remat_core.graph import format_bytes, random_dag, registered_graph_suffixes, training_chain, with_backward
 
-from .state import Model
+from .session import Model
 from .zoo import default_zoo_model
 
 LOG = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ def upload_suffixes() -> tuple[str, ...]:
 
 @st.cache_resource(show_spinner=False)
 def default_model() -> Model:
-    """The model a new session opens on: a ResNet-18 from the zoo (see :func:`explorer.zoo.default_zoo_model`)."""
+    """The model a new session opens on: a ResNet-18 from the zoo (see :func:`explorer.state.zoo.default_zoo_model`)."""
     return default_zoo_model()
 
 

@@ -12,28 +12,14 @@ from typing import Any
 import streamlit as st
 
 from remat_core import ComputeGraph, RematError
-from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
 from remat_core.viz import path_strip_figure, tree_of_bags_figure
 
+from ..figures.decompositions import decomposition
 from .exports import decomposition_download
-from .widgets import plain
+from .text import plain
 
 SELECTED_BAG = "graph_selected_bag"
 """Session key: ``(kind, bag index)`` of the bag to highlight, or None."""
-
-
-@st.cache_data(max_entries=24, show_spinner="Decomposing the graph…")
-def decomposition(graph_key: str, _graph: ComputeGraph, kind: str, method: str):
-    """A tree (``kind="tree"``) or path decomposition of the graph and its separator tree.
-
-    Raises
-    ------
-    DecompositionError
-        For a method that refuses the graph (the exact method above its size limit).
-    """
-    del graph_key
-    built = tree_decomposition(_graph, method) if kind == "tree" else path_decomposition(_graph, method)
-    return built, separator_tree(built)
 
 
 def selected_bag_vertices(graph: ComputeGraph, methods: dict[str, str]) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """Pages that need one solve before they can draw anything (Timeline, Why, Learn) wait for it here.
 
 The wait shows a spinner naming the solve and lasts at most the solver's time limit plus a margin
-(:func:`explorer.cache.solve_wait_seconds`). A solve still running then (queued behind other solves,
+(:func:`explorer.jobs.results.solve_wait_seconds`). A solve still running then (queued behind other solves,
 or slower than its limit) is said to be, and a small fragment polls for it and reruns the page once
 it lands: the page never blocks for long, and the other pages keep working meanwhile.
 """
@@ -13,8 +13,9 @@ import streamlit as st
 from remat_core import ComputeGraph
 from remat_core.graph import format_bytes
 
-from .cache import Outcome, solve_outcome, solve_wait_seconds
-from .widgets import plain
+from ..widgets.text import plain
+from .results import solve_outcome, solve_wait_seconds
+from .worker import Outcome
 
 POLL_SECONDS = 1.0
 

@@ -1,7 +1,7 @@
 """The Timeline page's "Run on real tensors" action and its results.
 
 The current schedule runs op by op on the model's CPU tensors in the execution worker
-(:func:`explorer.cache.start_tensor_check`), so a run of several seconds neither freezes the app
+(:func:`explorer.jobs.results.start_tensor_check`), so a run of several seconds neither freezes the app
 nor slows its thread; the page waits a moment with a spinner, then polls. Results are kept with the
 solve they belong to, so they are still there after a page switch.
 """
@@ -14,9 +14,9 @@ from remat_core import Schedule
 from remat_core.graph import format_bytes
 from remat_core.run import TensorCheck, is_executable
 
-from .cache import start_tensor_check, tensor_check_status
-from .state import Model
-from .widgets import plain
+from ..jobs.results import start_tensor_check, tensor_check_status
+from ..state.session import Model
+from .text import plain
 
 RUN_WAIT_SECONDS = 3.0
 """The page waits this long (showing a spinner) for a run before polling for it instead."""
@@ -40,7 +40,7 @@ def why_not_runnable(model: Model) -> str | None:
 def tensor_run_panel(model: Model, schedule: Schedule, key: tuple) -> TensorCheck | None:
     """The action and, once the run is done, its results; returns the check (for the timeline's overlay).
 
-    ``key`` is the solve's key (:func:`explorer.cache.solve_key`): a run belongs to one schedule.
+    ``key`` is the solve's key (:func:`explorer.jobs.results.solve_key`): a run belongs to one schedule.
     """
     blocked = why_not_runnable(model)
     with st.container(border=True):

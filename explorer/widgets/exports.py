@@ -17,7 +17,7 @@ from remat_core import ComputeGraph, Schedule
 from remat_core.analysis import TensorChange, reported_gap
 from remat_core.decompose import Decomposition, SeparatorTree
 
-from .cache import Outcome
+from ..jobs.worker import Outcome
 
 ICON = ":material/download:"
 

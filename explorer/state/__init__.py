@@ -1,0 +1,16 @@
+"""What the explorer remembers: the session's model, budget, solvers and options, and where models
+come from (the built-in default, generated graphs, uploads, the zoo).
+
+Pages read and set the session through this package's face (``from explorer import state``;
+``state.graph()``, ``state.set_budget(...)``); :mod:`.models` and :mod:`.zoo` build the models.
+"""
+
+from .session import (BUDGET, COMPARE, DEFAULT_BUDGET_FRACTION, DEFAULT_TIME_LIMIT, MODEL, NOTICE, OPTIONS, PARETO_LOG,
+                      PREFERRED_SOLVERS, SOLVER, TIME_LIMIT, WHY_TENSOR, Model, budget, compared, default_budget,
+                      default_solver, ensure, graph, model, notice, options_of, pareto_log, pop_notice, set_budget,
+                      set_model, set_option, set_pareto_log, solver, time_limit)
+
+__all__ = ["BUDGET", "COMPARE", "DEFAULT_BUDGET_FRACTION", "DEFAULT_TIME_LIMIT", "MODEL", "NOTICE", "OPTIONS",
+           "PARETO_LOG", "PREFERRED_SOLVERS", "SOLVER", "TIME_LIMIT", "WHY_TENSOR", "Model", "budget", "compared",
+           "default_budget", "default_solver", "ensure", "graph", "model", "notice", "options_of", "pareto_log",
+           "pop_notice", "set_budget", "set_model", "set_option", "set_pareto_log", "solver", "time_limit"]
