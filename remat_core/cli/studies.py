@@ -46,6 +46,9 @@ def add_store_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
+    if args.store_action == "prune":  # the arguments are read before the store is opened
+        older_than = _age_seconds(args.older_than) if args.older_than else None
+        graph = _graph_hash(args.graph) if args.graph else None
     store = _existing_store(args.store)
     if args.store_action == "stats":
         figures = store.stats()
@@ -61,8 +64,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     elif args.store_action == "export":
         _export(store.rows(), args.format, args.output)
     else:
-        removed = store.prune(older_than=_age_seconds(args.older_than) if args.older_than else None,
-                              graph=_graph_hash(args.graph) if args.graph else None, everything=args.all)
+        removed = store.prune(older_than=older_than, graph=graph, everything=args.all)
         sys.stderr.write(f"pruned {removed} results from {store.path}\n")
     return EXIT_OK
 
