@@ -266,11 +266,14 @@ def test_store_commands_refuse_bad_input_with_what_works(args, message):
 
 def test_no_store_neither_reads_nor_writes(tmp_path, graph_file):
     path = tmp_path / "results.sqlite"
-    assert run("solve", graph_file, "-b", "60%", "-s", "rotor", "--store", path, "-o", tmp_path / "a.json").returncode == 0
-    out = run("solve", graph_file, "-b", "60%", "-s", "rotor", "--no-store", "-o", tmp_path / "b.json", env={"REMAT_STORE": path})
+    solve_args = ["solve", graph_file, "-b", "60%", "-s", "rotor", "-o", tmp_path / "s.json"]
+    assert run(*solve_args, "--store", path).returncode == 0
+    out = run(*solve_args, "--no-store", env={"REMAT_STORE": path})
     assert out.returncode == 0 and "results store" not in out.stderr
-    out = run("solve", graph_file, "-b", "60%", "-s", "rotor", "-o", tmp_path / "c.json", env={"REMAT_STORE": path})
-    assert "from the results store" in out.stderr
+    out = run(*solve_args, env={"REMAT_STORE": "off"})
+    assert out.returncode == 0 and "results store" not in out.stderr
+    out = run(*solve_args, env={"REMAT_STORE": path})
+    assert "from the results store" in out.stderr and ResultStore(path).stats()["entries"] == 1
 
 
 def test_a_solve_in_the_cli_is_read_by_the_explorer_and_the_reverse(tmp_path, graph_file, graph, monkeypatch):

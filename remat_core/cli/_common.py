@@ -44,6 +44,12 @@ def option_args(pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+def aligned(headers: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
+    """A text table: the header line and one line per row, each column as wide as its widest cell."""
+    widths = [max(len(h), *(len(cells[j]) for cells in lines)) if lines else len(h) for j, h in enumerate(headers)]
+    return ["  ".join(c.ljust(w) for c, w in zip(cells, widths)) for cells in [list(headers), *lines]]
+
+
 def comma_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 

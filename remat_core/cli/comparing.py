@@ -12,8 +12,8 @@ from ..errors import BudgetError
 from ..graph import ComputeGraph, format_bytes, load_graph
 from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
 from ..solvers import solver_names
-from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, backend_of, budget_arg, comma_list,
-                      print_json, store_of)
+from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, budget_arg,
+                      comma_list, print_json, store_of)
 from ._progress import ProgressBar
 
 
@@ -110,9 +110,7 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
         if pareto is not None:
             cells.append("*" if pareto[i] else "")
         lines.append(cells)
-    widths = [max(len(h), *(len(c[j]) for c in lines)) if lines else len(h) for j, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    out += ["  ".join(c.ljust(w) for c, w in zip(cells, widths)) for cells in lines]
+    out = aligned(headers, lines)
     out.append(f"graph {graph.name}: checkpoint-all peak {format_bytes(checkpoint_all_peak(graph))}, lower bound "
                f"{format_bytes(memory_lower_bound(graph))}; overhead = cost over checkpoint-all; gap = the optimality "
                f"gap the solver proved (MIP or CP-SAT gap; 0.00%: optimal in its formulation); 'no (fits at X)': "

@@ -16,8 +16,8 @@ from ..errors import UnknownSolver
 from ..graph import format_bytes, load_graph
 from ..solvers import get_solver
 from ..store import EXPORT_COLUMNS, ResultStore, StoreError, store_path
-from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, backend_of, comma_list, print_json,
-                      store_of)
+from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, comma_list,
+                      print_json, store_of)
 from ._progress import ProgressBar
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -168,9 +168,7 @@ def _print_study(study: Study) -> None:
     headers = ("graph", "solver", "budget", "status", "overhead", "seconds", "stored")
     lines = [[r.graph, r.solver, r.budget, r.status, f"{r.overhead:+.1%}" if r.overhead is not None else "-",
               f"{r.seconds:.3f}", "yes" if r.from_store else ""] for r in study.rows]
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
-    for line in [list(headers), *lines]:
-        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() + "\n")
+    sys.stdout.write("\n".join(line.rstrip() for line in aligned(headers, lines)) + "\n")
 
 
 COMMANDS: dict[str, Command] = {

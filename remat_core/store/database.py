@@ -258,6 +258,8 @@ class ResultStore:
                 if _is_damage(error) and attempt == 0 and self.path != MEMORY:
                     self._set_aside(error)
                     continue
+                if not (_is_damage(error) or isinstance(error, sqlite3.OperationalError)):
+                    raise  # a misuse of SQLite (ProgrammingError, IntegrityError...): a bug here, not the file
                 self._turn_off(f"could not {what} ({_described(error, self.busy_timeout)})")
             except _Unusable as error:
                 self.close()
