@@ -136,8 +136,11 @@ class RayCluster(Backend):
     def run(self, graphs: Mapping[str, ComputeGraph], cells: Sequence[Cell]) -> Results:
         if not cells:
             return
-        import ray
-
+        try:
+            import ray
+        except ImportError as e:
+            raise BackendError(f"--backend ray needs Ray ({e}); install the requirements (pip install -r "
+                               f"requirements.txt), or use --backend local") from e
         started_here = self._connect(ray)
         pending: dict[Any, Cell] = {}
         try:
@@ -180,7 +183,8 @@ class RayCluster(Backend):
         except (ConnectionError, RuntimeError, ValueError) as e:
             where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
             raise BackendError(f"could not start or join {where}: {e}; check the address (ray start --head prints "
-                               f"it) or leave out --ray-address for a local Ray") from e
+                               f"it) and, for a cluster with token authentication, set RAY_AUTH_MODE=token and its "
+                               f"token (docs/cluster.md); or leave out --ray-address for a local Ray") from e
         return True
 
 
