@@ -1,6 +1,7 @@
 """The analysis stage: questions asked of many simulated schedules.
 
-In: a graph and the solvers. Out: comparisons of solvers x budgets (with Checkmate's LP bound),
+In: a graph and the solvers. Out: a solve's outcome as one value (a schedule, or why none),
+comparisons of solvers x budgets (with Checkmate's LP bound),
 Pareto curves, why a tensor is recomputed and two schedules' difference, teaching walkthroughs,
 a graph's summary, and the views of a big graph to draw. Imports :mod:`remat_core.graph`,
 :mod:`remat_core.schedule`, :mod:`remat_core.decompose` and :mod:`remat_core.solvers`.
@@ -9,12 +10,14 @@ a graph's summary, and the views of a big graph to draw. Imports :mod:`remat_cor
 from .comparison import LP_AVAILABLE, ComparisonRow, compare, lp_lower_bound, pareto_optimal, sweep_budgets
 from .explain import (CHANGE_ORDER, OnceThreshold, TensorChange, describe_computation, describe_reason, explain_tensor,
     recomputed_tensors, schedule_diff, smallest_budget_computed_once)
-from .pareto import CurvePoint, ParetoCurve, curve_table, reported_gap, solve_point
+from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, SolveFailed, SolveOutcome, attempt_solve
+from .pareto import CurvePoint, ParetoCurve, curve_point, curve_table, reported_gap, solve_point
 from .summary import graph_summary, in_module, memory_by_module, module_groups
 from .views import MAX_DRAWN_NODES, GraphView, ViewNode, full_view, module_view, neighbourhood_view
 from .walkthrough import step_title, walkthrough_steps
 
-__all__ = ["CHANGE_ORDER", "compare", "ComparisonRow", "curve_table", "CurvePoint", "describe_computation",
+__all__ = ["attempt_solve", "CHANGE_ORDER", "compare", "ComparisonRow", "curve_point", "curve_table", "CurvePoint",
+           "FAILED", "FEASIBLE", "INFEASIBLE", "REFUSED", "SolveFailed", "SolveOutcome", "describe_computation",
            "describe_reason", "explain_tensor", "full_view", "graph_summary", "GraphView", "in_module",
            "LP_AVAILABLE", "lp_lower_bound", "MAX_DRAWN_NODES", "memory_by_module", "module_groups",
            "module_view", "neighbourhood_view", "OnceThreshold", "pareto_optimal", "ParetoCurve",

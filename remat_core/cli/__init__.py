@@ -5,11 +5,11 @@ graph, bad budget text, unknown solver, a model that cannot be traced, a model t
 machine's memory: a message on stderr, no traceback unless ``--debug``); 3 infeasible budget (the
 message gives the budget asked and the smallest known feasible one); 4 internal error (any other
 exception: a bug of this package, not of the input; one line asking for a report, the traceback with
-``--debug``).
+``--debug``); 130 interrupted (Ctrl-C).
 
 Each command is a pair: ``add_<name>_parser(subparsers)`` declares it and ``cmd_<name>(args)``
 runs it and returns the exit code. The commands live in one module per kind of work (``graphs``,
-``solving``, ``comparing``, ``models``), each with a ``COMMANDS`` table; this module lists those
+``solving``, ``comparing``, ``studies``, ``models``), each with a ``COMMANDS`` table; this module lists those
 modules once, in the order ``--help`` shows them, and maps exceptions to exit codes.
 """
 
@@ -20,11 +20,15 @@ import logging
 import sys
 from typing import Sequence
 
-from . import comparing, graphs, models, solving
+from . import comparing, graphs, models, solving, studies
 from ..errors import InfeasibleBudget, InvalidSchedule, RematError, first_line
 from ._common import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR, EXIT_INVALID_SCHEDULE, EXIT_OK, Command
 
-COMMANDS: dict[str, Command] = {**solving.COMMANDS, **graphs.COMMANDS, **comparing.COMMANDS, **models.COMMANDS}
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT, as shells report it)."""
+
+COMMANDS: dict[str, Command] = {**solving.COMMANDS, **graphs.COMMANDS, **comparing.COMMANDS, **studies.COMMANDS,
+                                **models.COMMANDS}
 """Every command by name, in the order ``--help`` lists them."""
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL_ERROR", "EXIT_INVALID_SCHEDULE", "EXIT_OK",
@@ -56,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, e, EXIT_BAD_INPUT)
     except Exception as e:  # not the input's fault: every bad input raises a RematError
         return _fail(args, e, EXIT_INTERNAL_ERROR)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return EXIT_INTERRUPTED
 
 
 def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:

@@ -8,8 +8,8 @@ import sys
 from ..errors import InvalidSchedule
 from ..graph import load_graph
 from ..schedule import load_schedule, save_schedule, simulate
-from ..solvers import DEFAULT_SOLVER, list_solvers, solve
-from ._common import EXIT_OK, Command, budget_arg, option_args, print_json
+from ..solvers import DEFAULT_SOLVER, list_solvers
+from ._common import EXIT_OK, Command, add_store_args, budget_arg, option_args, print_json, solved_through_store
 
 
 def add_solve_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,12 +22,13 @@ def add_solve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a solver option (repeatable)")
     p.add_argument("-o", "--output", help="write the schedule here instead of printing it")
+    add_store_args(p)
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
     budget = budget_arg(args.budget, graph)
-    schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **option_args(args.option))
+    schedule = solved_through_store(args, graph, budget, args.solver, args.time_limit, option_args(args.option))
     if args.output:
         save_schedule(schedule, args.output)
         stats = schedule.stats
