@@ -109,7 +109,8 @@ def bag_picker(built: dict[str, Any], labels, key: str) -> None:
 
 
 def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str, height: int = 380) -> None:
-    """Width and time of both decompositions, the tree of bags, the path strip and the separator tree.
+    """Width and time of both decompositions, and one figure at a time: the separator tree, the path strip or
+    the tree of bags.
 
     Clicking a bag (or picking one below the figures) rings its vertices in the figures and in the graph view.
     """
@@ -143,20 +144,22 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
     for column, (kind, (decomposition_, separators)) in zip(downloads, built.items()):
         with column:
             decomposition_download(decomposition_, separators, key=f"{key}_{kind}_download")
-    shown = [(title, figure, kind) for title, figure, kind in (("Tree of bags", "tree", "tree"),
-                                                                ("Path strip", "path", "path"),
-                                                                ("Separator tree", "separators", "tree"))
-             if kind in built]
-    for tab, (title, figure, kind) in zip(st.tabs([title for title, _, _ in shown]), shown):
-        selected = picked[1] if picked and picked[0] == kind else None
-        chart = decomposition_figure(graph.content_hash, graph, figure, methods[kind], selected, height)
-        with tab:
-            if figure == "separators":  # a click opens the tree below the bag: no selection
-                st.plotly_chart(chart, key=f"{key}_{figure}")
-            else:
-                st.plotly_chart(chart, key=f"{key}_{figure}", on_select=partial(_picked, f"{key}_{figure}", kind),
-                                selection_mode="points")
-            st.caption(CAPTIONS[figure].format(height=built[kind][1].height))
+    shown = {title: (figure, kind) for title, figure, kind in (("Separator tree", "separators", "tree"),
+                                                               ("Path strip", "path", "path"),
+                                                               ("Tree of bags", "tree", "tree"))
+             if kind in built}
+    # one figure at a time (not tabs): the browser draws only the one looked at
+    title = st.segmented_control("Show", list(shown), default=next(iter(shown)), key=f"w_{key}_decomposition_figure",
+                                 required=True, label_visibility="collapsed")
+    figure, kind = shown[title]
+    selected = picked[1] if picked and picked[0] == kind else None
+    chart = decomposition_figure(graph.content_hash, graph, figure, methods[kind], selected, height)
+    if figure == "separators":  # a click opens the tree below the bag: no selection
+        st.plotly_chart(chart, key=f"{key}_{figure}")
+    else:
+        st.plotly_chart(chart, key=f"{key}_{figure}", on_select=partial(_picked, f"{key}_{figure}", kind),
+                        selection_mode="points")
+    st.caption(CAPTIONS[figure].format(height=built[kind][1].height))
 
 
 CAPTIONS = {

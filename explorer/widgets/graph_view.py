@@ -36,7 +36,7 @@ CHART_GENERATION = "graph_view_chart_generation"
 """Bumped after a click is handled: the chart gets a new key, which clears plotly's selection."""
 COLOUR_KEY, STEP_KEY, FIND_KEY, MATCH_KEY, DEPTH_KEY, OPEN_KEY = (
     "w_graph_colour", "w_graph_step", "w_graph_find", "w_graph_match", "w_graph_depth", "w_graph_open")
-COLOURINGS = {"schedule": "Schedule", "step": "A step", "kind": "Kind"}
+COLOURINGS = {"schedule": "Schedule", "step": "Step", "kind": "Kind"}
 CHART_CONTAINER = "graph-view"
 """The chart sits in a container with this key (class ``st-key-graph-view`` in the page): a benchmark
 waits for ``.st-key-graph-view .js-plotly-plot`` to time the first draw."""
@@ -134,7 +134,7 @@ def _uniform_depth(graph: ComputeGraph, groups: frozenset[str]) -> int:
 def _controls(graph: ComputeGraph, groups: frozenset[str]) -> str:
     """Search, level of detail and colouring; returns the colouring."""
     tree = hierarchy(graph)
-    find_column, depth_column, colour_column = st.columns([4, 4, 3])
+    find_column, colour_column = st.columns([3, 2])
     with find_column:
         text = st.text_input("Find a node or module", key=FIND_KEY, placeholder="a name, e.g. layer3.1.conv2",
                              on_change=_searched, args=(graph,))
@@ -145,16 +145,14 @@ def _controls(graph: ComputeGraph, groups: frozenset[str]) -> str:
             st.selectbox(f"{len(matches)}{'+' if len(matches) == 50 else ''} matches", matches, index=None,
                          key=MATCH_KEY, format_func=lambda m: _target_name(graph, m), placeholder="pick one",
                          on_change=_match_picked, args=(graph,))
-    with depth_column:
-        sizes = tree.view_sizes
-        st.session_state[DEPTH_KEY] = _uniform_depth(graph, groups)
-        st.select_slider("Detail", options=list(range(tree.depth + 1)), key=DEPTH_KEY, on_change=_depth_picked,
-                         args=(graph,), format_func=lambda d: _depth_name(d, tree.depth, sizes[d]),
-                         help="Open whole levels of modules at once; click a ◆ module in the graph to open just "
-                              "that one.")
     with colour_column:
         colouring = st.segmented_control("Colour by", list(COLOURINGS), format_func=COLOURINGS.get,
                                          default="schedule", key=COLOUR_KEY, required=True)
+    sizes = tree.view_sizes
+    st.session_state[DEPTH_KEY] = _uniform_depth(graph, groups)
+    st.select_slider("Detail", options=list(range(tree.depth + 1)), key=DEPTH_KEY, on_change=_depth_picked,
+                     args=(graph,), format_func=lambda d: _depth_name(d, tree.depth, sizes[d]),
+                     help="Open whole levels of modules at once; click a ◆ module in the graph to open just that one.")
     return colouring
 
 

@@ -39,6 +39,8 @@ NAMED_UP_TO = 40
 """At most this many bags are named in place (spread over the figure); every bag is named in its tooltip."""
 BARS_UP_TO = 300
 """A path strip with more bags draws their sizes as a line instead of bars."""
+MARKERS_UP_TO = 2000
+"""... with a marker per bag up to this many bags (SVG markers: more would slow the page down)."""
 ROW_NAMES_UP_TO = 60
 SEPARATOR_LEVELS = 4
 STRIP_TICKS = 10
@@ -288,7 +290,8 @@ def path_strip_figure(bags: Sequence[Collection[str]], *, labels: Mapping[str, s
                        text=[plotly_text(bag_label(b, labels, 30)) for b in bags] if named else None,
                        textposition="inside", insidetextanchor="start", textangle=-90, textfont={"size": 10})
     else:
-        strip = go.Scatter(x=list(range(len(bags))), y=sizes, mode="lines+markers", name="bag sizes",
+        strip = go.Scatter(x=list(range(len(bags))), y=sizes, name="bag sizes",
+                           mode="lines+markers" if len(bags) <= MARKERS_UP_TO else "lines",
                            line={"color": BAG_COLOR, "width": 1, "shape": "hv"},
                            marker={"color": colors, "size": 3}, customdata=list(range(len(bags))),
                            hovertext=hover, hoverinfo="text", showlegend=False)

@@ -38,8 +38,11 @@ MARKED_TRACE = "highlighted"
 FOCUS_TRACE = "selected"
 _TEXT_SIDES = ("top center", "bottom center")
 """A name goes above its marker, or below when the name before it on its row took the space above."""
-ASSUMED_WIDTH_PX = 700
-"""Names and markers are sized for a chart about this wide (the page's main column on a laptop)."""
+ASSUMED_WIDTH_PX = 500
+"""Names and markers are sized for a chart about this wide (the page's main column in a 1024-pixel window;
+wider charts show the same names with more room)."""
+ZOOM_HALF_WIDTH = 10.0
+"""A zoom shows at least this many layers either side of what it is on."""
 CHAR_PX = 6.0
 """Names are 10 px text: about this wide per character."""
 LABELS_UP_TO = 150
@@ -241,10 +244,9 @@ def _zoom_window(x: np.ndarray, y: np.ndarray, zoomed: np.ndarray):
     """The x and y ranges that show the ``zoomed`` nodes with some room around them (None: show everything)."""
     if not len(zoomed):
         return None
-    span = float(x.max(initial=0) - x.min(initial=0))
     low_x, high_x = float(x[zoomed].min()), float(x[zoomed].max())
     low_y, high_y = float(y[zoomed].min()), float(y[zoomed].max())
-    half_width = max(8.0, 0.05 * span, (high_x - low_x) / 2 + 2)
+    half_width = max(ZOOM_HALF_WIDTH, (high_x - low_x) / 2 + 2)
     half_height = max(8.0, (high_y - low_y) / 2 + 2)
     centre_x, centre_y = (low_x + high_x) / 2, (low_y + high_y) / 2
     return (centre_x - half_width, centre_x + half_width), (centre_y - half_height, centre_y + half_height)
