@@ -313,8 +313,9 @@ def test_the_figure_zooms_to_the_focus_and_rings_the_selection_and_the_marked():
     graph = training_chain(60, mem=1)
     view = full_view(graph)
     layout = layered_layout(view)
-    target = view.index["f30"]
-    fig = graph_view_figure(view, layout, selected=target, focus={target}, marked={view.index["f2"]})
+    index = {node.id: k for k, node in enumerate(view.nodes)}
+    target = index["f30"]
+    fig = graph_view_figure(view, layout, selected=target, focus={target}, marked={index["f2"]})
     low, high = fig.layout.xaxis.range
     assert low < layout.x[target] < high and high - low < float(layout.x.max() - layout.x.min())
     assert {t.name for t in fig.data} >= {"edges of the selected node", "selected", "highlighted"}

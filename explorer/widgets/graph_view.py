@@ -15,10 +15,10 @@ from urllib.parse import parse_qsl
 import streamlit as st
 
 from remat_core import ComputeGraph
-from remat_core.analysis import (MAX_DRAWN_NODES, collapse, default_expansion, expand, expanded_to_depth, find,
-                                 hierarchy, reveal, selection_focus, view_node)
+from remat_core.analysis import (MAX_DRAWN_NODES, GraphView, collapse, default_expansion, expand, expanded_to_depth,
+                                 find, hierarchy, reveal, selection_focus, view_node)
 from remat_core.graph import format_bytes, node_labels
-from remat_core.schedule import describe_op, occurrences
+from remat_core.schedule import SimulationResult, describe_op, occurrences
 from remat_core.viz import clicked_index, node_facts
 
 from .. import state
@@ -152,7 +152,8 @@ def _controls(graph: ComputeGraph, groups: frozenset[str]) -> str:
     st.session_state[DEPTH_KEY] = _uniform_depth(graph, groups)
     st.select_slider("Detail", options=list(range(tree.depth + 1)), key=DEPTH_KEY, on_change=_depth_picked,
                      args=(graph,), format_func=lambda d: _depth_name(d, tree.depth, sizes[d]),
-                     help="Open whole levels of modules at once; click a ◆ module in the graph to open just that one.")
+                     help="Open whole levels of modules at once; click a ◆ module in the graph to open just "
+                          "that one.")
     return colouring
 
 
@@ -161,20 +162,21 @@ def _depth_name(depth: int, deepest: int, nodes: int) -> str:
     return f"{name} · {nodes:,} nodes"
 
 
-def _schedule(graph: ComputeGraph):
-    """The current schedule's simulation and a note about it (or None and why there is none)."""
+def _schedule(graph: ComputeGraph) -> tuple[SimulationResult | None, str]:
+    """The current schedule's simulation (None, said on the page, while it is solved or when there is none)
+    and what it is: the solver and the budget."""
     solver, budget = state.solver(), state.budget()
     options, limit = options_key(state.options_of(solver)), state.time_limit()
     outcome = solve_outcome(graph, solver, budget, options, limit, wait=SOLVE_WAIT_SECONDS)
-    what = f"{plain(solver)} at {format_bytes(budget)}"
+    what = f"{solver} at {format_bytes(budget)}"
     if outcome is None:
-        st.caption(f"Solving {what}… coloured by kind until the schedule is ready.")
+        st.caption(f"Solving {plain(what)}… coloured by kind until the schedule is ready.")
         _redraw_when_solved(graph, solver, budget, options, limit)
         return None, what
     if outcome.schedule is None:
         reason = outcome.infeasible or outcome.error or "no schedule"
-        st.caption(f"{what} has no schedule ({plain(reason)}); coloured by kind. Pick another budget or solver on "
-                   f"the Schedule page.")
+        st.caption(f"{plain(what)} has no schedule ({plain(reason)}); coloured by kind. Pick another budget or "
+                   f"solver on the Schedule page.")
         return None, what
     return outcome.schedule.simulation, what
 
@@ -186,7 +188,7 @@ def _redraw_when_solved(graph: ComputeGraph, solver: str, budget: int, options: 
         st.rerun()
 
 
-def _step_control(graph: ComputeGraph, simulation) -> int:
+def _step_control(graph: ComputeGraph, simulation: SimulationResult) -> int:
     """The step slider (starting at the peak) and what happens at that step."""
     last = len(simulation.ops) - 1
     current = st.session_state.get(STEP_KEY)
@@ -201,7 +203,8 @@ def _step_control(graph: ComputeGraph, simulation) -> int:
 
 
 def _why_link(graph: ComputeGraph, node_id: str, computes: int) -> None:
-    """A link to the node's Why page, in the URL state every page reads (model and level as the current URL has them)."""
+    """A link to the node's Why page in the URL state every page reads (model and level as the current URL has
+    them, the budget in exact bytes)."""
     url = page_link("why", model=st.query_params.get("model"), level=st.query_params.get("level"),
                     solver=state.solver(), budget=f"{state.budget()}B", tensor=node_labels(graph)[node_id])
     question = f"Why is it computed {computes}×?" if computes > 1 else "Open it on the Why page"
@@ -209,7 +212,8 @@ def _why_link(graph: ComputeGraph, node_id: str, computes: int) -> None:
                  query_params=dict(parse_qsl(url.partition("?")[2])))
 
 
-def _details(graph: ComputeGraph, view, target: tuple[str, str] | None, simulation) -> None:
+def _details(graph: ComputeGraph, view: GraphView, target: tuple[str, str] | None,
+             simulation: SimulationResult | None) -> None:
     """What is known about the selected node (or module)."""
     if target is None:
         st.caption("Click a ◆ module to open it, or a node for its details and its Why page.")
@@ -235,13 +239,9 @@ def _details(graph: ComputeGraph, view, target: tuple[str, str] | None, simulati
                 _why_link(graph, key, computes)
 
 
+@st.fragment
 def graph_view_panel(graph: ComputeGraph, marked_ids: tuple[str, ...] = ()) -> None:
     """The graph view with its controls (see the module docstring); ``marked_ids`` are ringed (a bag's vertices)."""
-    _graph_view_fragment(graph, marked_ids)
-
-
-@st.fragment
-def _graph_view_fragment(graph: ComputeGraph, marked_ids: tuple[str, ...]) -> None:
     groups = open_groups(graph)
     colouring = _controls(graph, groups)
     with st.expander(f"Open modules ({len(groups)})"):
@@ -268,7 +268,7 @@ def _graph_view_fragment(graph: ComputeGraph, marked_ids: tuple[str, ...]) -> No
     with st.container(key=CHART_CONTAINER):
         st.plotly_chart(figure, key=chart_key, on_select=partial(_clicked, graph, chart_key, groups),
                         selection_mode="points", config={"scrollZoom": True, "displaylogo": False})
-    st.caption(f"{len(view.nodes):,} of {len(graph):,} nodes drawn · ◆ a module (click to open) · ■ always resident "
-               f"(parameters, inputs) · ● an op · size by bytes · forward left to right, backward mirrored below, "
-               f"parameters above · drag to pan, scroll to zoom, double-click to see it all.")
+    st.caption(f"{len(view.nodes):,} of {len(graph):,} nodes drawn · ◆ a module (click to open) · ■ always "
+               f"resident (parameters, inputs) · ● an op · size by bytes · forward left to right, backward mirrored "
+               f"below, parameters above · drag to pan, scroll to zoom, double-click to see it all.")
     _details(graph, view, target, simulation)

@@ -233,7 +233,6 @@ class ViewNode:
     order: int
     pinned: bool
     group: str | None = None
-    stage: str | None = None
     op: str | None = None
     shape: tuple | None = None
     module: str | None = None
@@ -245,8 +244,6 @@ class GraphView:
 
     Attributes
     ----------
-    name : str
-        The graph's name.
     nodes : tuple of ViewNode
         In topological order of their first graph node.
     edges : numpy.ndarray
@@ -256,21 +253,12 @@ class GraphView:
         Graph node index -> the index of the view node that holds it.
     expanded : frozenset of str
         The groups opened in this view.
-    graph_nodes : int
-        How many nodes the whole graph has.
     """
 
-    name: str
     nodes: tuple[ViewNode, ...]
     edges: np.ndarray
     member_of: np.ndarray
     expanded: frozenset[str]
-    graph_nodes: int
-
-    @cached_property
-    def index(self) -> Mapping[str, int]:
-        """View node id -> its index."""
-        return {node.id: k for k, node in enumerate(self.nodes)}
 
     def members(self, k: int) -> np.ndarray:
         """The graph node indices that view node ``k`` stands for."""
@@ -326,13 +314,13 @@ def graph_view(graph: ComputeGraph, expanded: Iterable[str] = ()) -> GraphView:
         label = group.label if path in tree.runs else f"{group.label} · {stage}"
         nodes.append(ViewNode(id=f"{path} [{stage}]", label=label, kind=NODE_KINDS[kinds[k]], mem=int(mem[k]),
                               cost=float(cost[k]), size=int(size[k]), order=int(first[slot]), pinned=bool(pinned[k]),
-                              group=path, stage=stage, module=None if path in tree.runs else path))
+                              group=path, module=None if path in tree.runs else path))
     source, target = edge_index(graph)
     ends_from, ends_to = member_of[source], member_of[target]
     between = ends_from != ends_to
     pairs = np.unique(ends_from[between] * slots + ends_to[between])
     edges = np.stack([pairs // slots, pairs % slots], axis=1) if slots else np.empty((0, 2), dtype=np.int64)
-    return GraphView(graph.name, tuple(nodes), edges, member_of, opened, len(graph))
+    return GraphView(tuple(nodes), edges, member_of, opened)
 
 
 def view_node(graph: ComputeGraph, node_id: str) -> ViewNode:
@@ -349,8 +337,7 @@ def view_node(graph: ComputeGraph, node_id: str) -> ViewNode:
 def _leaf(graph: ComputeGraph, labels: Mapping[str, str], i: int) -> ViewNode:
     node = graph.nodes[i]
     return ViewNode(id=node.id, label=labels[node.id], kind=node.kind, mem=node.mem, cost=node.cost, size=1,
-                    order=int(topological_positions(graph)[i]), pinned=node.pinned, stage=PASSES[node.kind],
-                    op=node.op, shape=node.shape, module=node.module)
+                    order=int(topological_positions(graph)[i]), pinned=node.pinned, op=node.op, shape=node.shape, module=node.module)
 
 
 def full_view(graph: ComputeGraph) -> GraphView:

@@ -1,11 +1,11 @@
 """A small DAG as a self-contained pyvis page (the Learn page's example), laid out like the graph view.
 
 Big graphs are drawn by :mod:`remat_core.viz.graph_view` (WebGL, levels of detail); this page suits
-a few dozen nodes with arrows and labels. The page embeds vis-network inline (``cdn_resources="in_line"``) and pyvis's one remote
-stylesheet/script pair (bootstrap, used only by menus this figure does not turn on) is removed, so
-the HTML works offline inside an iframe. Node names come from user files: pyvis writes them into
-the page with Jinja's ``tojson`` (which escapes ``<``, ``>``, ``&`` and ``'``), tooltips are plain
-text (vis-network sets them with ``innerText``).
+a few dozen nodes with arrows and labels. The page embeds vis-network inline
+(``cdn_resources="in_line"``) and pyvis's one remote stylesheet/script pair (bootstrap, used only by
+menus this figure does not turn on) is removed, so the HTML works offline inside an iframe. Node
+names come from user files: pyvis writes them into the page with Jinja's ``tojson`` (which escapes
+``<``, ``>``, ``&`` and ``'``), and tooltips are plain text (vis-network sets them with ``innerText``).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ _PASS_MARK = re.compile(r" \((?:fwd|bwd)\)(?= #\d+$|$)")
 
 
 def node_size(mem: np.ndarray | float, largest: float, smallest_px: float = 7.0, largest_px: float = 26.0):
-    """Marker size in pixels, by the square root of bytes (area follows memory), from ``smallest_px`` to ``largest_px``."""
+    """Marker size in pixels by the square root of bytes (area follows memory), ``smallest_px`` to ``largest_px``."""
     if largest <= 0:
         return np.full_like(np.asarray(mem, dtype=float), smallest_px)
     return smallest_px + (largest_px - smallest_px) * np.sqrt(np.asarray(mem, dtype=float) / largest)
