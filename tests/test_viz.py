@@ -278,8 +278,18 @@ def test_separator_tree_is_an_icicle_of_named_bags_that_opens_a_few_levels_at_a_
     fig = separator_tree_figure(bags, [-1, 0, 0], labels={"a": "A", "b": "B", "c": "C"}, selected=2, levels=2)
     icicle = fig.data[0]
     assert icicle.type == "icicle" and list(icicle.parents) == ["", "0", "0"] and icicle.maxdepth == 2
-    assert list(icicle.labels) == ["A, B", "B", "A, C"] and list(icicle.values) == [2, 1, 2]
+    assert list(icicle.labels) == ["A, B", "B", "A, C"] and list(icicle.values) == [5, 1, 2]  # vertices below
     assert icicle.marker.colors[2] != icicle.marker.colors[1] and "widest bag 0" in fig.layout.title.text
+
+
+def test_a_big_separator_tree_draws_its_top_levels_or_the_tree_below_a_picked_bag():
+    parent = [-1] + [(k - 1) // 2 for k in range(1, 1023)]  # a complete binary tree of 1,023 bags
+    bags = [(f"v{k}",) for k in range(1023)]
+    top = separator_tree_figure(bags, parent, max_bags=100).data[0]
+    assert len(top.ids) == 63 and top.values[0] == 1023  # whole levels while at most 100 bags; widths stay whole
+    assert "960 more bags below" not in top.hovertext[0] and "more bags below" in top.hovertext[-1]
+    below = separator_tree_figure(bags, parent, top=5, max_bags=100).data[0]
+    assert below.ids[0] == "5" and below.parents[0] == "" and below.values[0] == 255
 
 
 def test_a_module_group_is_drawn_apart_from_its_backward_pass_in_the_small_dag():

@@ -34,7 +34,8 @@ def decomposition(graph_key: str, _graph: ComputeGraph, kind: str, method: str):
 def decomposition_figure(graph_key: str, _graph: ComputeGraph, figure: str, method: str, selected: int | None,
                          height: int) -> go.Figure:
     """One of :data:`FIGURES` for the decomposition built by ``method``, bags named by their members'
-    labels, ``selected`` (a bag index) outlined. Cached: at 10,000 bags a figure takes seconds to build."""
+    labels, ``selected`` (a bag index) outlined (the separator tree is drawn from it down). Cached: at
+    10,000 bags a figure takes seconds to build."""
     built, separators = decomposition(graph_key, _graph, "path" if figure == "path" else "tree", method)
     labels = node_labels(_graph)
     if figure == "tree":
@@ -43,4 +44,5 @@ def decomposition_figure(graph_key: str, _graph: ComputeGraph, figure: str, meth
         position = topological_positions(_graph)
         order = {node_id: int(position[i]) for i, node_id in enumerate(_graph.ids)}
         return path_strip_figure(built.bags, labels=labels, order=order, selected=selected, height=height + 80)
-    return separator_tree_figure(built.bags, separators.parent, labels=labels, selected=selected, height=height)
+    return separator_tree_figure(built.bags, separators.parent, labels=labels, selected=selected, top=selected,
+                                 height=height)

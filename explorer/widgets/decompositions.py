@@ -136,7 +136,9 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
         column.metric(f"{kind.capitalize()} width", decomposition_.width,
                       delta=f"{len(decomposition_.bags):,} bags, {decomposition_.method}", delta_color="off",
                       delta_arrow="off")
-        cols[1 if kind == "tree" else 3].metric(f"{kind.capitalize()} time", f"{decomposition_.seconds * 1e3:,.0f} ms",
+        took = decomposition_.seconds
+        cols[1 if kind == "tree" else 3].metric(f"{kind.capitalize()} time",
+                                                f"{took:.1f} s" if took >= 1 else f"{took * 1e3:,.0f} ms",
                                                 delta=f"separator tree height {separators.height}",
                                                 delta_color="off", delta_arrow="off")
     bag_picker(built, node_labels(graph), key)
@@ -172,6 +174,7 @@ CAPTIONS = {
             "its vertices in the graph above.",
     "separators": "The treewidth solver's recursion: the root bag separates the graph into the parts below it, each "
                   "split again by its own separator bag; a box is as wide as the vertices under it. Click a bag to "
-                  "open the tree under it, the bar above to go back up (height {height}).",
+                  "open the tree under it, the bar above to go back up (height {height}). Big trees show their top "
+                  "levels; pick a bag (above, or in another figure) to see the tree below it.",
 }
 """What each figure shows, under it."""

@@ -11,8 +11,8 @@ a separator tree's parents) and ``labels`` (node id -> the name people read, fro
 - :func:`path_strip_figure`: a path decomposition as a strip of bags over the graph's order.
 
 A bag is named by its members (:func:`bag_label`: their common module path once, then their names,
-cut short) with every name in its tooltip (:func:`bag_hover`). The widest bag is red and named in
-a note. Bags are clickable in the explorer (``customdata`` holds the bag index) and a selected bag
+cut short) with every name in its tooltip (:func:`bag_hover`). The widest bag (the first, when
+several are as wide) is red and named in a note. Bags are clickable in the explorer (``customdata`` holds the bag index) and a selected bag
 is outlined. Names come from files: every text goes through
 :func:`~remat_core.viz.palette.plotly_text`.
 """
@@ -43,6 +43,9 @@ MARKERS_UP_TO = 2000
 """... with a marker per bag up to this many bags (SVG markers: more would slow the page down)."""
 ROW_NAMES_UP_TO = 60
 SEPARATOR_LEVELS = 4
+SEPARATOR_BAGS_DRAWN = 400
+"""The separator tree draws whole levels while it has at most this many bags (its top: what the recursion meets
+first); a bag picked elsewhere is drawn with the tree below it."""
 STRIP_TICKS = 10
 """The path strip names this many bags along its axis."""
 
@@ -197,7 +200,7 @@ def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[i
         customdata=list(range(len(bags))), hovertext=[bag_hover(i, b, labels) for i, b in enumerate(bags)],
         hoverinfo="text", showlegend=False, unselected={"marker": {"opacity": 1}},
         marker={"size": [8 + scale * min(s, 8) for s in sizes], "line": {"width": 0},
-                "color": [WIDEST_COLOR if s == sizes[widest] else BAG_COLOR for s in sizes]}))
+                "color": [WIDEST_COLOR if i == widest else BAG_COLOR for i in range(len(bags))]}))
     if selected is not None and 0 <= selected < len(bags):
         x, y = positions[selected]
         fig.add_trace(go.Scattergl(x=[x], y=[y], mode="markers", name="selected bag", hoverinfo="skip",
@@ -217,12 +220,15 @@ def tree_of_bags_figure(bags: Sequence[Collection[str]], edges: Sequence[tuple[i
 
 def separator_tree_figure(bags: Sequence[Collection[str]], parent: Sequence[int], *,
                           labels: Mapping[str, str] | None = None, selected: int | None = None,
-                          levels: int = SEPARATOR_LEVELS, height: int = 420) -> go.Figure:
-    """A separator tree as an icicle: the root separator on top, the separators of the pieces below.
+                          top: int | None = None, levels: int = SEPARATOR_LEVELS,
+                          max_bags: int = SEPARATOR_BAGS_DRAWN, height: int = 420) -> go.Figure:
+    """A separator tree as an icicle: a separator on top, the separators of the pieces below it.
 
     Each bag is a box as wide as the vertices in its part of the tree, named by its members;
     ``levels`` levels show at once and clicking a bag opens the tree below it (the bar above goes
-    back up). The widest bag is red, a selected one amber.
+    back up). The tree is drawn from ``top`` (default: its root) down, whole levels at a time while
+    at most ``max_bags`` bags are drawn (a box whose parts are left out says how many bags it still
+    holds): a browser draws thousands of boxes slowly. The widest bag is red, a selected one amber.
 
     Parameters
     ----------
@@ -236,20 +242,48 @@ def separator_tree_figure(bags: Sequence[Collection[str]], parent: Sequence[int]
         One ``icicle`` trace (``ids`` = bag indices as text, ``customdata`` = bag index); the title
         names the widest bag.
     """
-    sizes = [len(b) for b in bags]
+    children: dict[int, list[int]] = {b: [] for b in range(len(bags))}
+    for child, up in enumerate(parent):
+        if up >= 0:
+            children[up].append(child)
+    start = top if top is not None and 0 <= top < len(bags) else next((b for b, up in enumerate(parent) if up < 0), 0)
+    below = _subtree_sizes(bags, children, start)
+    drawn = [start]
+    level = [start]
+    while level and len(drawn) + sum(len(children[b]) for b in level) <= max_bags:
+        level = [c for b in level for c in children[b]]
+        drawn += level
+    shown = set(drawn)
     widest, note = _widest_note(bags, labels)
-    colors = [HIGHLIGHT_COLOR if i == selected else WIDEST_COLOR if s == sizes[widest] else BAG_COLOR
-              for i, s in enumerate(sizes)]
+    hidden = {b: below[b][1] - 1 for b in drawn if children[b] and children[b][0] not in shown}
     fig = go.Figure(go.Icicle(
-        ids=[str(i) for i in range(len(bags))], parents=["" if p < 0 else str(p) for p in parent],
-        labels=[plotly_text(bag_label(b, labels, 60)) for b in bags], values=sizes, branchvalues="remainder",
-        maxdepth=levels, customdata=list(range(len(bags))), hovertext=[bag_hover(i, b, labels)
-                                                                        for i, b in enumerate(bags)],
-        hoverinfo="text", textinfo="label", marker={"colors": colors, "line": {"color": "white", "width": 1}},
-        tiling={"orientation": "v"}, root={"color": "white"}, name="separator tree"))
+        ids=[str(b) for b in drawn], parents=["" if b == start else str(parent[b]) for b in drawn],
+        labels=[plotly_text(bag_label(bags[b], labels, 60)) for b in drawn], values=[below[b][0] for b in drawn],
+        branchvalues="total", maxdepth=levels, customdata=drawn,
+        hovertext=[bag_hover(b, bags[b], labels) + (f"<br>… {hidden[b]} more bags below it" if b in hidden else "")
+                   for b in drawn],
+        hoverinfo="text", textinfo="label", tiling={"orientation": "v"}, root={"color": "white"},
+        marker={"colors": [HIGHLIGHT_COLOR if b == selected else WIDEST_COLOR if b == widest else BAG_COLOR
+                           for b in drawn], "line": {"color": "white", "width": 1}},
+        name="separator tree"))
     fig.update_layout(**base_layout(height=height, margin={"l": 10, "r": 10, "t": 36, "b": 10},
                                     title={"text": note, "font": {"size": 13, "color": WIDEST_COLOR}}))
     return fig
+
+
+def _subtree_sizes(bags: Sequence[Collection[str]], children: Mapping[int, Sequence[int]],
+                   start: int) -> dict[int, tuple[int, int]]:
+    """Per bag under ``start``: (vertices in the bags of its subtree, bags in its subtree)."""
+    order = [start]
+    for b in order:
+        order.extend(children[b])
+    totals: dict[int, tuple[int, int]] = {}
+    for b in reversed(order):
+        vertices, count = len(bags[b]), 1
+        for c in children[b]:
+            vertices, count = vertices + totals[c][0], count + totals[c][1]
+        totals[b] = (vertices, count)
+    return totals
 
 
 def path_strip_figure(bags: Sequence[Collection[str]], *, labels: Mapping[str, str] | None = None,
@@ -283,7 +317,7 @@ def path_strip_figure(bags: Sequence[Collection[str]], *, labels: Mapping[str, s
     named = len(bags) <= NAMED_UP_TO
     hover = [bag_hover(i, b, labels) for i, b in enumerate(bags)]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.3, 0.7], vertical_spacing=0.04)
-    colors = [WIDEST_COLOR if s == sizes[widest] else BAG_COLOR for s in sizes]
+    colors = [WIDEST_COLOR if i == widest else BAG_COLOR for i in range(len(bags))]
     if len(bags) <= BARS_UP_TO:
         strip = go.Bar(x=list(range(len(bags))), y=sizes, marker={"color": colors}, name="bag sizes",
                        customdata=list(range(len(bags))), hovertext=hover, hoverinfo="text", showlegend=False,
