@@ -15,7 +15,7 @@ from remat_core.analysis import (collapse, default_expansion, expand, expanded_t
 from remat_core.analysis.layout import BACKWARD_BAND, FORWARD_BAND, PINNED_BAND
 from remat_core.analysis.overlay import SCHEDULE_STATUSES, STEP_STATUSES
 from remat_core.analysis.views import RUNS_PER_GROUP, run_label
-from remat_core.graph import node_labels, random_dag, training_chain
+from remat_core.graph import node_labels, training_chain
 from remat_core.viz import STATUS_COLORS, clicked_index, graph_view_figure
 from remat_core.viz.graph_view import EDGE_TRACE, NAMES_TRACE, drawn_name
 from remat_core.viz.palette import KIND_COLORS, RECOMPUTE_COLOR
@@ -193,7 +193,7 @@ def test_the_layout_of_a_collapsed_view_places_groups_in_order():
 
 
 def test_the_layout_of_ten_thousand_nodes_is_complete():
-    graph = random_dag(10_000, edge_probability=0.0003, seed=2)
+    graph = training_chain(5000, mem=1)
     view = full_view(graph)
     layout = layered_layout(view)
     assert_layered(graph, view, layout)
