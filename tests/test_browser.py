@@ -200,8 +200,14 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
     wait_rendered(page)
     page.mouse.move(0, 0)  # off the button: its tooltip would cover the results in the picture
     assert_no_error(page, "Timeline after running on real tensors")
-    traces = page.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => t.name)")
-    assert "measured" in traces, f"the timeline has no measured-memory line after the run ({traces})"
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # the page fixture has it
+
+    try:  # the metrics can land a moment before the redrawn timeline does
+        page.wait_for_function("() => (document.querySelector('.js-plotly-plot').data || [])"
+                               ".some(t => t.name === 'measured')", timeout=RENDER_TIMEOUT_MS)
+    except PlaywrightTimeout:
+        traces = page.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => t.name)")
+        raise AssertionError(f"the timeline has no measured-memory line after the run ({traces})") from None
     shot(page, "timeline-real-tensors")
     step_box = page.locator('[data-testid="stNumberInput"] input').first
     first_step = step_box.input_value()
