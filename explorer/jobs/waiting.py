@@ -13,6 +13,7 @@ import streamlit as st
 from remat_core import ComputeGraph
 from remat_core.graph import format_bytes
 
+from .. import safety
 from ..widgets.text import plain
 from .results import solve_outcome, solve_wait_seconds
 from .worker import Outcome
@@ -38,7 +39,7 @@ def awaited_outcome(graph: ComputeGraph, solver: str, budget: int, options: tupl
     return outcome
 
 
-@st.fragment(run_every=POLL_SECONDS)
+@safety.fragment(run_every=POLL_SECONDS)
 def _rerun_when_solved(graph: ComputeGraph, solver: str, budget: int, options: tuple,
                        time_limit: float | None) -> None:
     """Look again every second; rerun the page once the solve has finished."""
