@@ -194,7 +194,7 @@ def test_a_name_no_model_has_is_refused_with_what_a_link_may_name(source, level,
 
 def pathological(nodes: list[dict], edges=()) -> bytes:
     return json.dumps({"format": "remat-graph", "version": 1, "name": "odd", "nodes": nodes,
-                       "edges": list(edges)}).replace("Infinity", "1e999").encode()
+                       "edges": list(edges)}).encode()
 
 
 PATHOLOGICAL_REFUSED = {
@@ -455,3 +455,11 @@ def test_the_smallest_graphs_work_on_every_page(name):
     for entry in PAGES:
         at.switch_page(entry.path).run()
         assert not at.exception and not at.error, (entry.title, [e.value for e in at.error])
+
+
+def test_the_learn_page_works_with_a_one_step_walkthrough():
+    """At the top of its budget slider the lesson's schedule is one recursion call: one step, no step slider."""
+    at = opened({}, "pages/learn.py")
+    at.slider(key="w_learn_budget").set_value(at.slider(key="w_learn_budget").max).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Step 1 of 1" in m.value for m in at.markdown)
