@@ -33,7 +33,7 @@ CALLBACK_FAILURE = "safety_callback_failure"
 
 def describe(where: str, kind: str, message: str) -> str:
     """The short message: where it broke, the error's type and first line, and that nothing was lost."""
-    return (f"Something went wrong in {where}: {kind}: {message}. Your model and settings are kept, and the other "
+    return (f"Something went wrong in {where}: {kind}: {message.rstrip('.')}. Your model and settings are kept, and the other "
             f"pages still work. This is a bug in Remat Explorer; the details below help to report it.")
 
 
@@ -44,13 +44,9 @@ def show_failure(where: str, kind: str, message: str, details: str) -> None:
         st.code(details, language=None)
 
 
-def contained(where: str) -> Any:
-    """A ``with`` block whose exceptions are logged and shown (:func:`show_failure`) instead of raised."""
-    return _contained(where)
-
-
 @contextmanager
-def _contained(where: str) -> Iterator[None]:
+def contained(where: str) -> Iterator[None]:
+    """A ``with`` block whose exceptions are logged and shown (:func:`show_failure`) instead of raised."""
     try:
         yield
     except Exception as error:  # noqa: BLE001 - the net under every page: anything a page raises stops here

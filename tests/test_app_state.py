@@ -328,9 +328,13 @@ def test_bad_link_values_are_each_reported_and_the_page_opens_on_what_it_had():
     for expected in ("level='deep' is no level", "solver='nosuch' is not a solver here", "budget='1e999'",
                      "tensor='nowhere'", "This link could not be followed in full"):
         assert expected in text, text
-    at.run()  # said once; the URL now shows what the page shows
-    assert not at.warning and at.query_params["model"] == "resnet18:batch_size=4"
+    assert at.query_params["model"] == "resnet18:batch_size=4"  # the URL shows what the page shows
     assert at.session_state[state.BUDGET] == state.default_budget(at.session_state[state.MODEL].graph)
+    at.run()  # a rerun the page makes by itself (a solve landed) keeps the message
+    assert "This link could not be followed in full" in warnings(at)
+    at.session_state[state.BUDGET] += 2**20  # the user moves on: the message goes
+    at.run()
+    assert not at.warning
     broken = opened({"model": "resnet18:batch_size=99999"})
     assert "could not be opened" in warnings(broken) and "batch_size" in warnings(broken)
     assert broken.session_state[state.MODEL].source == "resnet18:batch_size=4"

@@ -36,6 +36,7 @@ is required", it says): the only log lines allowed."""
 BROKEN_SELECTOR = '[data-testid="stException"]'
 BROKEN_TEXTS = ("Traceback (most recent call last)", "Something went wrong in")
 SERVER_LOG = "streamlit-fuzz.log"
+KEY_ATTEMPTS = 3
 INPUTS = ('[data-testid="stTextInput"] input, [data-testid="stNumberInput"] input, '
           '[data-testid="stSlider"] input[type="range"]')
 
@@ -99,7 +100,7 @@ def visit_every_page(tab, server: Server, after: str) -> None:
 
 def settle(tab) -> None:
     """Until the rerun an input started (if any) has finished."""
-    tab.wait_for_timeout(150)
+    tab.wait_for_timeout(300)
     tab.wait_for_function(SETTLED, timeout=RENDER_TIMEOUT_MS)
 
 
@@ -146,11 +147,17 @@ def type_into(tab, element, value: str) -> None:
 
 def slide_to_both_ends(tab, element) -> None:
     """Home, then End: the budget slider ends above the checkpoint-all peak, where every solver fits and every
-    page shows its inputs (below the lower bound the Timeline and Why pages only say that nothing fits)."""
-    for key in ("Home", "End"):
-        element.focus()
-        tab.keyboard.press(key)
-        settle(tab)
+    page shows its inputs (below the lower bound the Timeline and Why pages only say that nothing fits). A key
+    pressed while the slider is being redrawn is lost: pressed again until the slider is at that end."""
+    for key, end in (("Home", "min"), ("End", "max")):
+        for _ in range(KEY_ATTEMPTS):
+            element.focus()
+            tab.keyboard.press(key)
+            settle(tab)
+            if float(element.input_value()) == float(element.get_attribute(end)):
+                break
+        else:
+            raise AssertionError(f"{describe(element)} did not move to its {end} after {KEY_ATTEMPTS} presses of {key}")
 
 
 def fuzz_page(tab, server: Server, entry, values_for, revisit_after_each: bool, reached: list[str]) -> None:

@@ -36,7 +36,8 @@ from ..widgets.text import plain
 WRITTEN = "url_written"
 """Session key: the last parameter sets this session wrote (a request still carrying one of them is no link)."""
 PROBLEMS = "url_problems"
-"""Session key: what the last link asked that could not be done, for :func:`show_problems`."""
+"""Session key: what the last link asked that could not be done, and the state it opened on (for
+:func:`show_problems`)."""
 REMEMBERED_WRITES = 8
 
 
@@ -66,8 +67,9 @@ def open_link(default_model: Callable[[], Model]) -> None:
     session.ensure(default_model)
     if follow:
         problems += _apply_settings(params)
-        st.session_state[PROBLEMS] = problems
     publish()
+    if follow:
+        st.session_state[PROBLEMS] = (problems, _key(state_params()))
 
 
 def publish() -> None:
@@ -81,9 +83,12 @@ def publish() -> None:
 
 
 def show_problems() -> None:
-    """Say, once, what the last link asked that could not be done, and what the page shows instead."""
-    problems = st.session_state.pop(PROBLEMS, None)
-    if problems:
+    """Say what the last link asked that could not be done, and what the page shows instead, for as long as the
+    session shows what the link opened on (reruns a page makes by itself keep the message; a change ends it)."""
+    problems, opened_on = st.session_state.get(PROBLEMS) or ([], None)
+    if opened_on != _key(state_params()):
+        st.session_state.pop(PROBLEMS, None)
+    elif problems:
         shown = session.model()
         st.warning("This link could not be followed in full:  \n"
                    + "  \n".join(f"· {plain(p)}" for p in problems)
