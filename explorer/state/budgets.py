@@ -101,7 +101,11 @@ def checked_budget(text: str, graph: ComputeGraph) -> int:
         and why it ends where it does.
     """
     scale = scale_of(graph)
-    nbytes = parse_budget(text, scale.peak)
+    try:
+        nbytes = parse_budget(text, scale.peak)
+    except BudgetError as e:
+        raise BudgetError(f"{e}. This model's budgets go from {format_bytes(scale.smallest)} to "
+                          f"{format_bytes(scale.largest)}") from None
     if not scale.smallest <= nbytes <= scale.largest:
         raise BudgetError(
             f"budget {text.strip()!r} ({format_bytes(nbytes)}) is outside the range this model's budgets take, "

@@ -17,19 +17,28 @@ from .text import plain
 
 __all__ = ["BudgetScale", "budget_marks", "budget_scale", "budget_slider", "other_budget_slider", "typed_budget"]
 
+TYPED_KEY = "w_budget_text"
+MAX_TYPED_CHARS = 64
+"""Longer text is no budget."""
+
 
 @callback
 def _budget_changed(key: str, scale: BudgetScale) -> None:
     state.set_budget(scale.to_bytes(st.session_state[key]))
 
 
-def budget_slider(scale: BudgetScale, key: str = "w_budget", label: str = "Memory budget") -> int:
+def budget_slider(scale: BudgetScale, key: str = "w_budget", label: str = "Memory budget",
+                  typed_key: str = TYPED_KEY) -> int:
     """The session's budget as a slider (in the scale's unit) with its marks; returns it in bytes.
 
-    Writes the budget into the page's URL too: the slider lives in a fragment, which reruns without the frame.
+    Under it, why the exact budget last typed (in :func:`typed_budget`'s box ``typed_key``) was not applied:
+    the box sits in a narrow column. Writes the budget into the page's URL too: the slider lives in a
+    fragment, which reruns without the frame.
     """
     st.session_state[key] = scale.to_units(state.budget())
     _slider(scale, key, label, on_change=_budget_changed, args=(key, scale))
+    if error := st.session_state.get(_typed_error_key(typed_key)):
+        st.warning(f"Exact budget not applied: {plain(error)}", icon=":material/warning:")
     url.publish()
     return state.budget()
 
@@ -64,20 +73,17 @@ def budget_marks(scale: BudgetScale) -> None:
                 unsafe_allow_html=True)
 
 
-def typed_budget(scale: BudgetScale, key: str = "w_budget_text") -> None:
+def typed_budget(scale: BudgetScale, key: str = TYPED_KEY) -> None:
     """A text box for an exact budget (``512MiB``, ``1.5GB``, ``70%``) within the slider's range, applied once
-    when it is entered; a bad entry stays in the box with a message and the budget stays as it was."""
+    when it is entered; a bad entry stays in the box, marked "not applied" (the reason in its tooltip and,
+    at full width, under the budget slider), and the budget stays as it was."""
     st.text_input("Exact budget", key=key, placeholder="512MiB, 1.5GB, 70%", on_change=_budget_typed, args=(key,),
                   max_chars=MAX_TYPED_CHARS,
                   help=f"Bytes, a number with a unit (KiB, MiB, GiB, KB, MB, GB) or a percent of the checkpoint-all "
                        f"peak, from {format_bytes(scale.smallest)} to {format_bytes(scale.largest)}. Applied when "
                        f"you press Enter; the slider moves there.")
     if error := st.session_state.get(_typed_error_key(key)):
-        st.warning(plain(error), icon=":material/warning:")
-
-
-MAX_TYPED_CHARS = 64
-"""Longer text is no budget."""
+        st.caption(":orange[:material/warning: not applied]", help=plain(error))
 
 
 def _typed_error_key(key: str) -> str:
