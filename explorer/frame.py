@@ -43,11 +43,13 @@ def frame(schedule_summary: bool = True) -> None:
 
 
 def run_page(page, title: str) -> None:
-    """Run the page inside the safety net, then write the state it leaves into the URL."""
-    with contained(f"the {title} page"):
-        try:
+    """Run the page inside the safety net, then write the state it leaves into the URL (also when the page
+    stops or reruns: Streamlit's control flow passes through the net)."""
+    try:
+        with contained(f"the {title} page"):
             page.run()
-        finally:
+    finally:
+        with contained("writing the page's state into its URL"):
             url.publish()
 
 
