@@ -1,9 +1,15 @@
-"""Shared test configuration: hypothesis profiles (no deadlines: CI machines are slow), uploads kept in a
-temporary folder."""
+"""Shared test configuration: hypothesis profiles (no deadlines: CI machines are slow), and an upload store of
+the test session's own.
 
+Every app run and server the tests start reads ``REMAT_UPLOAD_DIR``: pointing it at a fresh temporary
+directory keeps the tests' uploads off the user's ``~/.cache``.
+"""
+
+import atexit
 import os
+import shutil
+import tempfile
 
-import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("default", deadline=None, max_examples=60,
@@ -12,9 +18,6 @@ settings.register_profile("thorough", deadline=None, max_examples=1000,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-
-@pytest.fixture(autouse=True, scope="session")
-def upload_store_in_a_temporary_folder(tmp_path_factory):
-    """The explorer keeps uploads on disk (``REMAT_UPLOAD_DIR``): tests keep them in a temporary folder, never in
-    the user's cache."""
-    os.environ["REMAT_UPLOAD_DIR"] = str(tmp_path_factory.mktemp("uploads"))
+_UPLOAD_DIR = tempfile.mkdtemp(prefix="remat-test-uploads-")
+os.environ["REMAT_UPLOAD_DIR"] = _UPLOAD_DIR
+atexit.register(shutil.rmtree, _UPLOAD_DIR, ignore_errors=True)
