@@ -1,8 +1,9 @@
-"""Shared test configuration: hypothesis profiles (no deadlines: CI machines are slow), and a results store of
-the test session's own.
+"""Shared test configuration: hypothesis profiles (no deadlines: CI machines are slow), and a results store
+and an upload store of the test session's own.
 
-Every command, app run and worker process the tests start reads ``REMAT_STORE``: pointing it at a file in a
-fresh temporary directory keeps the tests off the user's ``~/.cache`` and off results another run left.
+Every command, app run, server and worker process the tests start reads ``REMAT_STORE`` and
+``REMAT_UPLOAD_DIR``: pointing them into a fresh temporary directory keeps the tests off the user's
+``~/.cache`` and off results and uploads another run left.
 """
 
 import atexit
@@ -18,6 +19,7 @@ settings.register_profile("thorough", deadline=None, max_examples=1000,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-_STORE_DIR = tempfile.mkdtemp(prefix="remat-test-store-")
-os.environ["REMAT_STORE"] = os.path.join(_STORE_DIR, "results.sqlite")
-atexit.register(shutil.rmtree, _STORE_DIR, ignore_errors=True)
+_SESSION_DIR = tempfile.mkdtemp(prefix="remat-test-")
+os.environ["REMAT_STORE"] = os.path.join(_SESSION_DIR, "results.sqlite")
+os.environ["REMAT_UPLOAD_DIR"] = os.path.join(_SESSION_DIR, "uploads")
+atexit.register(shutil.rmtree, _SESSION_DIR, ignore_errors=True)

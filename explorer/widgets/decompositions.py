@@ -20,6 +20,7 @@ from remat_core.decompose import PATH_METHODS, TREE_HEURISTICS
 from remat_core.graph import node_labels
 from remat_core.viz import bag_label, clicked_index
 
+from .. import safety
 from ..figures.decompositions import decomposition, decomposition_figure
 from .exports import decomposition_download
 from .text import plain
@@ -75,6 +76,7 @@ def selected_bag_vertices(graph: ComputeGraph, methods: dict[str, str]) -> tuple
     return tuple(bags[picked[1]]) if 0 <= picked[1] < len(bags) else ()
 
 
+@safety.callback
 def _picked(chart_key: str, kind: str) -> None:
     """Plotly selection callback: keep the first selected bag of that figure."""
     event = st.session_state.get(chart_key)
@@ -83,6 +85,7 @@ def _picked(chart_key: str, kind: str) -> None:
     st.session_state[SELECTED_BAG] = (kind, bags[0]) if bags else None
 
 
+@safety.callback
 def _bag_picked(picker_key: str) -> None:
     choice = st.session_state[picker_key]
     st.session_state[SELECTED_BAG] = None if choice is None else tuple(choice)

@@ -21,9 +21,10 @@ from remat_core.graph import format_bytes, node_labels
 from remat_core.schedule import SimulationResult, describe_op, occurrences
 from remat_core.viz import clicked_index, node_facts
 
-from .. import state
+from .. import safety, state
 from ..figures.graph import graph_view_chart, laid_out_view
 from ..jobs.results import options_key, solve_outcome
+from ..jobs.waiting import rerun_when_solved
 from ..pages import page_path
 from ..state.links import page_link
 from .text import plain
@@ -42,7 +43,6 @@ CHART_CONTAINER = "graph-view"
 waits for ``.st-key-graph-view .js-plotly-plot`` to time the first draw."""
 SOLVE_WAIT_SECONDS = 0.3
 """The view waits this long for the schedule before drawing by kind and polling for it."""
-POLL_SECONDS = 1.0
 
 
 def open_groups(graph: ComputeGraph) -> frozenset[str]:
@@ -81,21 +81,25 @@ def _target_name(graph: ComputeGraph, target: tuple[str, str]) -> str:
     return node_labels(graph)[key] if kind == "node" else f"{hierarchy(graph).groups[key].label} (module)"
 
 
+@safety.callback
 def _searched(graph: ComputeGraph) -> None:
     matches = find(graph, st.session_state.get(FIND_KEY, ""))
     if matches:
         go_to(graph, matches[0])
 
 
+@safety.callback
 def _match_picked(graph: ComputeGraph) -> None:
     if st.session_state.get(MATCH_KEY) is not None:
         go_to(graph, tuple(st.session_state[MATCH_KEY]))
 
 
+@safety.callback
 def _depth_picked(graph: ComputeGraph) -> None:
     _set_open(graph, expanded_to_depth(graph, int(st.session_state[DEPTH_KEY])))
 
 
+@safety.callback
 def _open_picked(graph: ComputeGraph) -> None:
     chosen = set(st.session_state[OPEN_KEY])
     groups = open_groups(graph)
@@ -106,6 +110,7 @@ def _open_picked(graph: ComputeGraph) -> None:
     _set_open(graph, groups)
 
 
+@safety.callback
 def _clicked(graph: ComputeGraph, chart_key: str, expanded: frozenset[str]) -> None:
     """Plotly selection callback: a module opens, a node is selected."""
     event = st.session_state.get(chart_key)
@@ -171,7 +176,7 @@ def _schedule(graph: ComputeGraph) -> tuple[SimulationResult | None, str]:
     what = f"{solver} at {format_bytes(budget)}"
     if outcome is None:
         st.caption(f"Solving {plain(what)}… coloured by kind until the schedule is ready.")
-        _redraw_when_solved(graph, solver, budget, options, limit)
+        rerun_when_solved(graph, solver, budget, options, limit)
         return None, what
     if outcome.schedule is None:
         reason = outcome.infeasible or outcome.error or "no schedule"
@@ -179,13 +184,6 @@ def _schedule(graph: ComputeGraph) -> tuple[SimulationResult | None, str]:
                    f"solver on the Schedule page.")
         return None, what
     return outcome.schedule.simulation, what
-
-
-@st.fragment(run_every=POLL_SECONDS)
-def _redraw_when_solved(graph: ComputeGraph, solver: str, budget: int, options: tuple, limit: float) -> None:
-    """Look again every second; redraw the page once the schedule to colour by has been solved."""
-    if solve_outcome(graph, solver, budget, options, limit, wait=0) is not None:
-        st.rerun()
 
 
 def _step_control(graph: ComputeGraph, simulation: SimulationResult) -> int:
@@ -239,7 +237,7 @@ def _details(graph: ComputeGraph, view: GraphView, target: tuple[str, str] | Non
                 _why_link(graph, key, computes)
 
 
-@st.fragment
+@safety.fragment
 def graph_view_panel(graph: ComputeGraph, marked_ids: tuple[str, ...] = ()) -> None:
     """The graph view with its controls (see the module docstring); ``marked_ids`` are ringed (a bag's vertices)."""
     groups = open_groups(graph)
