@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from typing import Any
 
@@ -18,16 +19,23 @@ def add_info_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def graph_info(graph: ComputeGraph) -> dict[str, Any]:
-    """The summary the ``info`` command prints."""
-    return {"name": graph.name, "nodes": len(graph), "edges": len(graph.edges), "outputs": len(graph.outputs),
+    """The summary the ``info`` command prints: sizes, baselines, and whether it is a training graph."""
+    kinds = Counter(n.kind for n in graph.nodes)
+    training = kinds["backward"] > 0
+    about = (f"a training graph: {kinds['forward']} forward and {kinds['backward']} backward nodes" if training else
+             f"a plain compute DAG, not a training graph: no backward nodes; {len(graph.outputs)} output(s)")
+    return {"name": graph.name, "graph_kind": "training graph" if training else "compute DAG", "about": about,
+            "nodes": len(graph), "edges": len(graph.edges), "outputs": len(graph.outputs),
             "pinned_nodes": sum(graph.pinned), "pinned_bytes": graph.pinned_bytes,
             "checkpoint_all_peak": checkpoint_all_peak(graph), "lower_bound": memory_lower_bound(graph),
             "checkpoint_all_cost": checkpoint_all_cost(graph),
-            "kinds": dict(Counter(n.kind for n in graph.nodes)), "content_hash": graph.content_hash}
+            "kinds": dict(kinds), "content_hash": graph.content_hash}
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    print_json(graph_info(load_graph(args.graph)))
+    info = graph_info(load_graph(args.graph))
+    print_json(info)
+    sys.stderr.write(f"{info['name']}: {info['about']}\n")
     return EXIT_OK
 
 
