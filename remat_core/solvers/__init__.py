@@ -13,9 +13,11 @@ from .api import DEFAULT_SOLVER, SweepRow, check_budget, solve, sweep
 from .base import REGISTRY, Option, SolverSpec, get_solver, register, solver_names
 
 _INFRASTRUCTURE = {"api", "base"}
-_BASELINE_FIRST = "checkpoint_all"
+_LISTED_FIRST = ("auto", "checkpoint_all")
+"""The default solver, then the baseline; the others follow in alphabetical order of their modules."""
 
-for _module in sorted((m.name for m in pkgutil.iter_modules(__path__)), key=lambda m: (m != _BASELINE_FIRST, m)):
+for _module in sorted((m.name for m in pkgutil.iter_modules(__path__)),
+                      key=lambda m: (_LISTED_FIRST.index(m) if m in _LISTED_FIRST else len(_LISTED_FIRST), m)):
     if _module not in _INFRASTRUCTURE and not _module.startswith("_"):
         importlib.import_module(f"{__name__}.{_module}")
 

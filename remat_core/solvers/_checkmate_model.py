@@ -52,6 +52,7 @@ import math
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -60,6 +61,7 @@ import scipy.sparse
 
 from ..errors import SolverOptionError
 from ._stages import StageCompute, StageGrid, stage_matrices
+from ._time import Deadline
 
 _UNIT_RANGE = 2 ** 20
 
@@ -156,11 +158,15 @@ class CheckmateModel:
         Budget in bytes minus the pinned bytes.
     integral : bool
         True for the MILP (``R`` binary), False for the LP relaxation.
+    deadline : Deadline, optional
+        Building stops with :class:`~remat_core.solvers._time.TimeUp` once it passes (building
+        takes seconds at a few hundred stages).
     """
 
-    def __init__(self, grid: StageGrid, free_budget: int, integral: bool):
+    def __init__(self, grid: StageGrid, free_budget: int, integral: bool, deadline: Deadline | None = None):
         self.grid = grid
         self.integral = integral
+        self._deadline = deadline or Deadline(None)
         self.units = memory_units(grid.mem)
         self.budget_units = self.units.budget(free_budget)
         self._mem = grid.mem / self.units.unit
@@ -227,6 +233,7 @@ class CheckmateModel:
 
         # inputs of every compute are resident (kept from before, or recomputed earlier this stage)
         for t in range(n):
+            self._deadline.check()
             for k in range(t + 1):
                 rk = r_col[t, k]
                 if rk < 0:
@@ -242,6 +249,8 @@ class CheckmateModel:
             add_row(entries, -inf, 0.0)
         # FREE[t, i, k] only when k is computed, i is not kept, and no later reader of i runs in stage t
         for f, (t, i, k) in enumerate(zip(self.free_t.tolist(), self.free_i.tolist(), self.free_k.tolist())):
+            if f % 20000 == 0:
+                self._deadline.check()
             fc = self.free_col0 + f
             add_row(((fc, 1.0), (r_col[t, k], -1.0)), -inf, 0.0)
             if t + 1 < n and s_col[t + 1, i] >= 0:
@@ -254,6 +263,7 @@ class CheckmateModel:
         for f, (t, i, k) in enumerate(zip(self.free_t.tolist(), self.free_i.tolist(), self.free_k.tolist())):
             frees_after.setdefault((t, k), []).append((self.free_col0 + f, i))
         for t in range(n):
+            self._deadline.check()
             entries = [(u_col[t, 0], 1.0)]
             if r_col[t, 0] >= 0:
                 entries.append((r_col[t, 0], -float(mem[0])))
@@ -343,7 +353,12 @@ class CheckmateModel:
 
     def solve(self, time_limit: float | None, mip_gap: float = 0.0,
               start: np.ndarray | None = None) -> ModelSolution:
-        """Run HiGHS (MILP or LP) and read back the best solution and bound.
+        """Run HiGHS (MILP or LP) and read back the best solution and bound, within ``time_limit`` seconds.
+
+        HiGHS checks its own time limit only now and then (in presolve and the root LP of a few
+        hundred stages it was seen to run 50-100 % over), so it runs in a thread: at the limit it
+        is asked to stop, and if it has not stopped a moment later it is left behind and the best
+        solution its callback reported is used (:func:`run_highs`).
 
         HiGHS 1.16's MIP presolve was seen to misreport a MIP start: it claimed a lower objective
         (and a matching dual bound, so "optimal") than the columns it returned are worth. When the
@@ -351,24 +366,30 @@ class CheckmateModel:
         in the time that is left, and that answer is used.
         """
         highspy = _highspy()
-        h, incumbents = self._run(time_limit, mip_gap, start, presolve=True)
-        if self.integral and start is not None and self._objective_disagrees(h):
-            left = None if time_limit is None else time_limit - h.getRunTime()
-            if left is None or left > 0.05:
-                h, incumbents = self._run(left, mip_gap, start, presolve=False)
+        deadline = Deadline(time_limit)
+        run = self._run(deadline, mip_gap, start, presolve=True)
+        if self.integral and start is not None and run.finished and self._objective_disagrees(run.highs):
+            if deadline.left() > 0.05:
+                run = self._run(deadline, mip_gap, start, presolve=False)
+        incumbents = tuple((seconds, value) for seconds, value, _ in run.improving)
+        if not run.finished:  # left behind at the deadline: only what its callback reported
+            if not run.improving:
+                return ModelSolution("time_limit", None, None, None, None, None, run.seconds, incumbents)
+            values = run.improving[-1][2]
+            objective = self._worth(values)
+            r, s = self._matrices(values)
+            return ModelSolution("time_limit", objective, run.bound, relative_gap(objective, run.bound), r, s,
+                                 run.seconds, incumbents)
+        h = run.highs
         status = h.modelStatusToString(h.getModelStatus()).lower().replace(" ", "_")
         info = h.getInfo()
-        seconds = h.getRunTime()
         has_solution = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and not self.integral:
             has_solution = True
         if not has_solution:
-            return ModelSolution(status, None, None, None, None, None, seconds, tuple(incumbents))
+            return ModelSolution(status, None, None, None, None, None, run.seconds, incumbents)
         values = np.asarray(h.getSolution().col_value)
-        r = np.zeros((self.grid.n, self.grid.n))
-        s = np.zeros((self.grid.n, self.grid.n))
-        r[self.r_col >= 0] = values[self.r_col[self.r_col >= 0]]
-        s[self.s_col >= 0] = values[self.s_col[self.s_col >= 0]]
+        r, s = self._matrices(values)
         objective = self._worth(values)
         if self.integral:
             bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else None
@@ -376,16 +397,21 @@ class CheckmateModel:
         else:
             optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
             bound, gap = (objective if optimal else None), None
-        return ModelSolution(status, objective, bound, gap, r, s, seconds, tuple(incumbents))
+        return ModelSolution(status, objective, bound, gap, r, s, run.seconds, incumbents)
 
+    def _matrices(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``R`` and ``S`` (``n x n``) of a column vector."""
+        r = np.zeros((self.grid.n, self.grid.n))
+        s = np.zeros((self.grid.n, self.grid.n))
+        r[self.r_col >= 0] = values[self.r_col[self.r_col >= 0]]
+        s[self.s_col >= 0] = values[self.s_col[self.s_col >= 0]]
+        return r, s
 
-    def _run(self, time_limit: float | None, mip_gap: float, start: np.ndarray | None, presolve: bool):
-        """One HiGHS run; returns the solved instance and the improving objectives it reported."""
+    def _run(self, deadline: Deadline, mip_gap: float, start: np.ndarray | None, presolve: bool) -> "HighsRun":
+        """One HiGHS run of this model until ``deadline`` (see :func:`run_highs`)."""
         highspy = _highspy()
         h = _new_highs()
         h.passModel(self._highs_lp())
-        if time_limit is not None:
-            h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
         if not presolve:
             h.setOptionValue("presolve", "off")
         if self.integral:
@@ -395,12 +421,7 @@ class CheckmateModel:
             solution.col_value = start.tolist()
             solution.value_valid = True
             h.setSolution(solution)
-        incumbents: list[tuple[float, float]] = []
-        if self.integral:
-            h.cbMipImprovingSolution.subscribe(lambda e: incumbents.append(
-                (float(e.data_out.running_time), float(e.data_out.objective_function_value))))
-        h.run()
-        return h, incumbents
+        return run_highs(h, deadline, record_solutions=self.integral)
 
     def _worth(self, values: np.ndarray) -> float:
         """The objective of a column vector: the cost of every computation it makes."""
@@ -424,6 +445,70 @@ def relative_gap(objective: float, bound: float | None) -> float | None:
     if difference <= 1e-9 * max(1.0, abs(objective)):
         return 0.0
     return difference / abs(objective) if objective != 0 else math.inf
+
+
+# -- HiGHS within a deadline -----------------------------------------------------------------------
+
+_STOP_GRACE_SECONDS = 1.0
+"""How long HiGHS gets to stop once asked before it is left behind."""
+
+
+@dataclass
+class HighsRun:
+    """One HiGHS run: the instance when it finished, else what its callbacks reported.
+
+    Attributes
+    ----------
+    highs : highspy.Highs
+        Safe to read only when ``finished``.
+    finished : bool
+        False: HiGHS was still running at the deadline and was left behind (its thread is a
+        daemon, and it was asked to stop).
+    improving : list of (float, float, numpy.ndarray)
+        ``(seconds into the run, objective, column values)`` of each improving MIP solution.
+    bound : float or None
+        The last MIP dual bound a callback reported.
+    seconds : float
+    """
+
+    highs: object
+    finished: bool
+    improving: list
+    bound: float | None
+    seconds: float
+
+
+def run_highs(h, deadline: Deadline, record_solutions: bool) -> HighsRun:
+    """Run ``h`` until ``deadline``, in a thread: asked to stop at the deadline, left behind if it does not.
+
+    HiGHS's own ``time_limit`` is set too, but it is checked only now and then; its interrupt
+    callbacks (``HandleUserInterrupt``) stop it at the next check, which in presolve or a large
+    root LP can be seconds away. The process is never held up by more than
+    :data:`_STOP_GRACE_SECONDS` past the deadline.
+    """
+    improving: list = []
+    bound: list[float | None] = [None]
+    started = time.perf_counter()
+    if deadline.limited:
+        h.setOptionValue("time_limit", float(max(deadline.left(), 0.01)))
+    if record_solutions:
+        def improved(event) -> None:
+            out = event.data_out
+            improving.append((float(out.running_time), float(out.objective_function_value),
+                              np.array(out.mip_solution, dtype=float)))
+            if math.isfinite(out.mip_dual_bound):
+                bound[0] = float(out.mip_dual_bound)
+        h.cbMipImprovingSolution.subscribe(improved)
+    h.HandleUserInterrupt = True
+    thread = h.startSolve()
+    thread.join(None if not deadline.limited else deadline.left() + 0.05)
+    if thread.is_alive():
+        h.cancelSolve()
+        thread.join(_STOP_GRACE_SECONDS)
+    finished = not thread.is_alive()
+    if finished:
+        h.joinSolve()
+    return HighsRun(h, finished, improving, bound[0], time.perf_counter() - started)
 
 
 # -- HiGHS without its banner ----------------------------------------------------------------------
