@@ -452,6 +452,18 @@ def relative_gap(objective: float, bound: float | None) -> float | None:
 _STOP_GRACE_SECONDS = 1.0
 """How long HiGHS gets to stop once asked before it is left behind."""
 
+_LEFT_BEHIND: list[threading.Thread] = []
+
+
+def highs_left_running() -> bool:
+    """Whether a HiGHS run left behind at a deadline is still running (asked to stop, it ends at its next check).
+
+    A process that exits then must not run C++ destructors under it (they abort): the command line
+    ends with ``os._exit`` in that case, after flushing its output.
+    """
+    _LEFT_BEHIND[:] = [t for t in _LEFT_BEHIND if t.is_alive()]
+    return bool(_LEFT_BEHIND)
+
 
 @dataclass
 class HighsRun:
@@ -508,6 +520,8 @@ def run_highs(h, deadline: Deadline, record_solutions: bool) -> HighsRun:
     finished = not thread.is_alive()
     if finished:
         h.joinSolve()
+    else:
+        _LEFT_BEHIND.append(thread)
     return HighsRun(h, finished, improving, bound[0], time.perf_counter() - started)
 
 

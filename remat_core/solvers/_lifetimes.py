@@ -119,8 +119,8 @@ class Timeline:
         return [t for positions in self.computes.values() for t in positions[1:]]
 
 
-def split_lifetimes(graph: ComputeGraph, budget: int, order: Sequence[int], deadline: Deadline,
-                    noise: float = 0.0, seed: int = 0, start: Sequence[int] | None = None) -> Timeline:
+def split_lifetimes(graph: ComputeGraph, budget: int, sequence: Sequence[int], deadline: Deadline,
+                    noise: float = 0.0, seed: int = 0) -> Timeline:
     """A compute sequence whose memory stays within ``budget``, by greedy lifetime splitting.
 
     Parameters
@@ -128,16 +128,15 @@ def split_lifetimes(graph: ComputeGraph, budget: int, order: Sequence[int], dead
     graph : ComputeGraph
     budget : int
         Bytes, pinned memory included.
-    order : sequence of int
-        A topological order of the nodes to compute: the checkpoint-all schedule to start from.
+    sequence : sequence of int
+        The compute sequence to start from (it may be over the budget): a topological order of
+        the nodes to compute (checkpoint-all), or a schedule to repair.
     deadline : Deadline
         Gives up when it passes.
     noise : float
         Multiplies each score by a random factor in ``[1 - noise, 1 + noise]`` (0: deterministic),
         so that repeated runs explore different splits.
     seed : int
-    start : sequence of int, optional
-        A compute sequence to repair instead of ``order`` (it may be over the budget).
 
     Returns
     -------
@@ -146,7 +145,7 @@ def split_lifetimes(graph: ComputeGraph, budget: int, order: Sequence[int], dead
         reduces the memory above the budget any more or the deadline passes, the timeline with
         the lowest peak reached (over the budget: the caller checks ``peak``).
     """
-    timeline = lowest = Timeline(graph, start if start is not None else order)
+    timeline = lowest = Timeline(graph, sequence)
     splitter = _Splitter(graph, budget, noise, seed)
     while timeline.peak > budget:
         splits = splitter.best(timeline) if not deadline.expired() else []
@@ -179,6 +178,40 @@ def undo_needless_recomputations(timeline: Timeline, budget: int, deadline: Dead
             timeline = Timeline(graph, timeline.sequence[:position] + timeline.sequence[position + 1:],
                                 timeline.uids[:position] + timeline.uids[position + 1:])
     return timeline
+
+
+def ruin_and_recreate(timeline: Timeline, budget: int, deadline: Deadline, seed: int = 0,
+                      stall: int = 30) -> tuple[Timeline, int]:
+    """Large-neighbourhood search on a timeline within the budget: ``(the best timeline found, rounds run)``.
+
+    Each round *ruins* the best timeline (removes every recomputation in a random window around
+    one of them, or every recomputation of a few random nodes), which puts it back over the
+    budget, and *recreates* it with :func:`split_lifetimes`, scores jittered by 30 % so that each
+    round tries other splits. A cheaper result within the budget replaces the best. Stops at the
+    deadline or after ``stall`` rounds in a row without a gain.
+    """
+    graph = timeline.graph
+    rng = random.Random(seed)
+    best, rounds, fruitless = timeline, 0, 0
+    while fruitless < stall and not deadline.expired():
+        recomputed = best.recomputations()
+        if not recomputed:
+            break
+        if rng.random() < 0.5:
+            centre = rng.choice(recomputed)
+            half = rng.randint(4, max(4, len(best.sequence) // 12))
+            ruined = {t for t in recomputed if abs(t - centre) <= half}
+        else:
+            nodes = set(rng.sample(sorted({best.sequence[t] for t in recomputed}), k=max(1, len(recomputed) // 8)))
+            ruined = {t for t in recomputed if best.sequence[t] in nodes}
+        start = [v for t, v in enumerate(best.sequence) if t not in ruined]
+        candidate = split_lifetimes(graph, budget, start, deadline, noise=0.3, seed=rng.randrange(2 ** 31))
+        rounds += 1
+        if candidate.peak <= budget and candidate.cost < best.cost * (1 - 1e-12):
+            best, fruitless = candidate, 0
+        else:
+            fruitless += 1
+    return best, rounds
 
 
 _KEEP = 0.8
