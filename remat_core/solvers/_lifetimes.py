@@ -47,7 +47,7 @@ class Split:
     instance : int
         Uid of the computation whose lifetime is split (see :class:`Timeline`).
     reader : int
-        Uid of the computation the recomputation goes before (the reader after the gap).
+        Uid of the computation the recomputation goes before (in the gap, up to its reader).
     moved : bool
         The gap starts at the computation itself: the computation moves to ``reader``.
     recomputed : tuple of int
@@ -149,6 +149,8 @@ def split_lifetimes(graph: ComputeGraph, budget: int, sequence: Sequence[int], d
     splitter = _Splitter(graph, budget, noise, seed)
     while timeline.peak > budget:
         splits = splitter.best(timeline) if not deadline.expired() else []
+        if not splits and splitter.deepen():
+            continue
         if not splits:
             return lowest
         timeline = splitter.apply(timeline, splits)
@@ -219,6 +221,12 @@ _KEEP = 0.8
 whose span overlaps none chosen before (one split per round was measured to give the same costs, slower)."""
 
 
+CLOSURE_LIMITS = (0, 12, 48, None)
+"""Most dead ancestors a split recomputes along with its node beyond its inputs: none while that is
+enough, more (None: any number) each time no split helps (long chains are rarely worth it, and costly to
+score)."""
+
+
 class _Splitter:
     """Finds and applies the best splits round after round, remembering what it scored.
 
@@ -234,6 +242,15 @@ class _Splitter:
         self.rng = random.Random(seed)
         self.topo_rank = _topological_rank(graph)
         self.scored: dict[tuple[int, int], tuple[int, list[Split]]] = {}  # key -> (uid where its span starts, splits)
+        self.depth = 0  # index into CLOSURE_LIMITS
+
+    def deepen(self) -> bool:
+        """Allow longer chains of dead ancestors (forgetting every score); False when there is no longer limit."""
+        if self.depth + 1 >= len(CLOSURE_LIMITS):
+            return False
+        self.depth += 1
+        self.scored.clear()
+        return True
 
     def best(self, timeline: Timeline) -> list[Split]:
         """The best-scoring splits, with no two spans overlapping.
@@ -268,8 +285,8 @@ class _Splitter:
                 break
             key = (uids[instance], uids[b])
             if key not in self.scored:
-                splits = list(self._exact(timeline, instance, moved, first, b, excess_before))
-                self.scored[key] = (min(s.span[0] for s in splits), [s for s in splits if s.gain > 0])
+                lowest, splits = self._exact(timeline, instance, moved, first, b, excess_before, over_before)
+                self.scored[key] = (uids[lowest], [s for s in splits if s.gain > 0])
             for split in self.scored[key][1]:
                 score = split.gain / max(split.cost, floor)
                 if self.noise:
@@ -288,34 +305,71 @@ class _Splitter:
                 chosen.append(split)
         return chosen
 
-    def _exact(self, timeline: Timeline, instance: int, moved: bool, first: int, b: int, excess_before: np.ndarray):
-        """The split of ``instance`` over ``[first, b)`` in two variants: its dead inputs kept alive until
-        ``b``, or recomputed before it (their own dead inputs kept alive)."""
+    def _exact(self, timeline: Timeline, instance: int, moved: bool, first: int, b: int, excess_before: np.ndarray,
+               over_before: np.ndarray) -> tuple[int, list[Split]]:
+        """The splits of ``instance`` over the gap ``[first, b)``: the first position they change, and the variants.
+
+        Where: just before the reader ``b``; or right after the last over-budget step of the gap (the
+        inputs are kept alive for less long) and at the step after it with the least memory (room
+        for the recomputation). What: the dead inputs kept alive until then; recomputed too (their
+        own dead inputs kept alive); or every dead ancestor recomputed (the chain back to what is
+        alive). The inserted computations are simulated on top of the memory crossing into their
+        position.
+        """
         graph, memory, sequence, uids, budget = self.graph, timeline.memory, timeline.sequence, timeline.uids, self.budget
         mem, cost = graph.mem, graph.cost
         inputs = _computed_inputs(graph)
         v = sequence[instance]
-        dead = _dead_inputs(timeline, inputs[v], b)
-        variants = [((), dead)]
-        if dead:
-            recomputed = tuple(sorted((p for p, _ in dead), key=self.topo_rank.__getitem__))
-            kept: dict[int, int] = {}
-            for p in recomputed:
-                kept.update((q, e) for q, e in _dead_inputs(timeline, inputs[p], b) if q not in recomputed)
-            variants.append((recomputed, list(kept.items())))
-        for recomputed, extended in variants:
-            changes = [(first, b, -mem[v])] + [(e + 1, b, mem[p]) for p, e in extended]
-            low = min(c[0] for c in changes)
-            delta = np.zeros(b - low, dtype=np.int64)
-            for start, stop, amount in changes:
-                delta[start - low:stop - low] += amount
-            after = int(np.maximum(memory[low:b] + delta - budget, 0).sum())
-            inserted = (int(memory[b]) - mem[sequence[b]] + sum(mem[p] for p, _ in extended)
-                        + sum(mem[p] for p in recomputed))
-            after += (len(recomputed) + 1) * max(inserted - budget, 0)
-            gain = float(excess_before[b] - excess_before[low] - after)
-            added = (0.0 if moved else cost[v]) + sum(cost[p] for p in recomputed)
-            yield Split(v, uids[instance], uids[b], moved, recomputed, added, gain, (uids[low], uids[b]))
+        positions = [b]
+        last_over = first + int(np.flatnonzero(memory[first:b] > budget)[-1]) if over_before[b] > over_before[first] else b
+        if last_over + 1 < b:
+            crossing = memory[last_over + 1:b + 1] - np.array([mem[u] for u in sequence[last_over + 1:b + 1]])
+            positions += [last_over + 1, last_over + 1 + int(np.argmin(crossing))]
+        splits, lowest = [], b
+        for q in dict.fromkeys(positions):
+            dead = _dead_inputs(timeline, inputs[v], q)
+            variants: list[tuple[tuple[int, ...], list[tuple[int, int]]]] = [((), dead)]
+            if dead:
+                one_level = tuple(sorted((p for p, _ in dead), key=self.topo_rank.__getitem__))
+                kept: dict[int, int] = {}
+                for p in one_level:
+                    kept.update((u, e) for u, e in _dead_inputs(timeline, inputs[p], q) if u not in one_level)
+                variants.append((one_level, list(kept.items())))
+                if kept and CLOSURE_LIMITS[self.depth] != 0:
+                    closure = self._dead_closure(timeline, v, q)
+                    if closure is not None:
+                        variants.append((closure, []))
+            crossing_q = int(memory[q]) - mem[sequence[q]]  # alive into q's computation, v's old instance included
+            for recomputed, extended in variants:
+                changes = [(first, q, -mem[v])] + [(e + 1, q, mem[p]) for p, e in extended]
+                low = min(c[0] for c in changes)
+                lowest = min(lowest, low)
+                delta = np.zeros(q - low, dtype=np.int64)
+                for start, stop, amount in changes:
+                    delta[start - low:stop - low] += amount
+                after = int(np.maximum(memory[low:q] + delta - budget, 0).sum())
+                base = crossing_q - mem[v] + sum(mem[p] for p, _ in extended)
+                after += sum(max(base + level - budget, 0) for level in _chain_levels(graph, recomputed, v))
+                gain = float(excess_before[q] - excess_before[low] - after)
+                added = (0.0 if moved else cost[v]) + sum(cost[p] for p in recomputed)
+                splits.append(Split(v, uids[instance], uids[q], moved, recomputed, added, gain, (uids[low], uids[q])))
+        return lowest, splits
+
+    def _dead_closure(self, timeline: Timeline, v: int, b: int) -> tuple[int, ...] | None:
+        """Every ancestor of ``v`` reached through inputs whose last instance before ``b`` has ended, in
+        topological order; None past the current limit of :data:`CLOSURE_LIMITS`."""
+        inputs = _computed_inputs(self.graph)
+        found: set[int] = set()
+        stack = [p for p, _ in _dead_inputs(timeline, inputs[v], b)]
+        while stack:
+            p = stack.pop()
+            if p not in found:
+                found.add(p)
+                limit = CLOSURE_LIMITS[self.depth]
+                if limit is not None and len(found) > limit:
+                    return None
+                stack.extend(q for q, _ in _dead_inputs(timeline, inputs[p], b))
+        return tuple(sorted(found, key=self.topo_rank.__getitem__))
 
     def apply(self, timeline: Timeline, splits: Sequence[Split]) -> Timeline:
         """The timeline with ``splits`` applied (spans apart); new computations get new uids.
@@ -340,6 +394,24 @@ class _Splitter:
                 del sequence[position[split.instance]]
                 del uids[position[split.instance]]
         return Timeline(timeline.graph, sequence, uids)
+
+
+def _chain_levels(graph: ComputeGraph, chain: Sequence[int], node: int) -> list[int]:
+    """Memory added during each computation of ``chain`` then ``node``, each chain member freed after its
+    last reader among them (``node`` stays)."""
+    inputs = _computed_inputs(graph)
+    order = [*chain, node]
+    last_reader = {}
+    for position, u in enumerate(order):
+        for p in inputs[u]:
+            last_reader[p] = position
+    levels, alive = [], 0
+    for position, u in enumerate(order):
+        alive += graph.mem[u]
+        levels.append(alive)
+        alive -= sum(graph.mem[p] for p in inputs[u] if p in last_reader and last_reader[p] == position
+                     and p != node and p in chain)
+    return levels
 
 
 def _dead_inputs(timeline: Timeline, inputs: Sequence[int], position: int) -> list[tuple[int, int]]:

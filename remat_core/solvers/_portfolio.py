@@ -111,7 +111,7 @@ def smallest_known_feasible(attempts: Iterable[Attempt], *known: int | None) -> 
 
 
 def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Callable[[], Schedule], *,
-                       enabled: bool, info: Mapping[str, Any]) -> Schedule:
+                       enabled: bool, info: Mapping[str, Any], deadline: Deadline | None = None) -> Schedule:
     """``own()``; when it refuses the budget and ``enabled``, the cheapest quick heuristic's schedule that fits.
 
     The other separator solvers (each over its own decomposition) and the eviction and chain
@@ -130,7 +130,7 @@ def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Calla
     except InfeasibleBudget as refusal:
         if not enabled:
             raise
-        attempts = run_quick_heuristics(graph, budget, exclude=(solver,))
+        attempts = run_quick_heuristics(graph, budget, exclude=(solver,), deadline=deadline)
         best = cheapest(attempts)
         if best is None:
             raise InfeasibleBudget(budget, smallest_known_feasible(attempts, refusal.smallest_feasible), solver,

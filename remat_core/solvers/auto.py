@@ -66,7 +66,7 @@ class _Portfolio:
     winner: str = ""
     timeline: Timeline | None = None  # the best result as a compute sequence, when it has one
     stages: list[dict[str, Any]] = field(default_factory=list)
-    smallest_known: list[int] = field(default_factory=list)
+    floors: list[int] = field(default_factory=list)  # peaks lifetime splitting reaches whatever the budget
 
     def offer(self, stage: str, schedule: Schedule | None, seconds: float, detail: str = "",
               timeline: Timeline | None = None) -> None:
@@ -76,7 +76,6 @@ class _Portfolio:
             entry.update(status="no schedule", detail=detail)
         else:
             result = simulate(self.graph, schedule)
-            self.smallest_known.append(result.peak)
             fits = result.peak <= self.budget
             entry.update(status="fits" if fits else "over budget", cost=result.cost, peak=result.peak,
                          overhead=_overhead(self.graph, result.cost))
@@ -134,9 +133,11 @@ def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, e
     exhaustive = _exhaustive_stage(portfolio)
     if exhaustive is not None:
         return exhaustive
+    exact_follows = stage_grid(graph).n <= exact_max_nodes
     _quick_stages(portfolio)
-    _improve_stage(portfolio, stall, seed, exact_stage_follows=stage_grid(graph).n <= exact_max_nodes)
-    fixed_order = _exact_stage(portfolio) if stage_grid(graph).n <= exact_max_nodes else None
+    if portfolio.best_cost > base_cost:  # else nothing can be cheaper: every node is computed once
+        _improve_stage(portfolio, stall, seed, exact_follows)
+    fixed_order = _exact_stage(portfolio) if exact_follows and portfolio.best_cost > base_cost else None
     return _result(portfolio, bound, fixed_order)
 
 
@@ -161,22 +162,28 @@ def _exhaustive_stage(portfolio: _Portfolio) -> Schedule | None:
         "proof": "exhaustive search over every schedule"})
 
 
+QUICK_SHARE = 0.4
+"""Share of the time limit the quick stage may use (lifetime splitting first, then the other heuristics)."""
+
+
 def _quick_stages(portfolio: _Portfolio) -> None:
-    """Lifetime splitting from two orders, then the other quick heuristics, each while time is left."""
-    graph, budget, deadline = portfolio.graph, portfolio.budget, portfolio.deadline
-    started = time.perf_counter()
-    for name, timeline in lifetime_split_timelines(graph, budget, "both", deadline):
+    """Lifetime splitting from two orders, then the other quick heuristics, within :data:`QUICK_SHARE` of the time."""
+    graph, budget = portfolio.graph, portfolio.budget
+    deadline = portfolio.deadline.within(portfolio.deadline.left() * QUICK_SHARE)
+    for name in ("memory", "graph"):
+        started = time.perf_counter()
+        outcome, = lifetime_split_timelines(graph, budget, name, deadline)
+        timeline = outcome.timeline
         fits = timeline.peak <= budget
         schedule = timeline_schedule(timeline, {"order": name}) if fits else None
         portfolio.offer(f"lifetime-split ({name} order)", schedule, time.perf_counter() - started,
-                        "" if fits else f"stuck at a peak of {timeline.peak:,} bytes", timeline if fits else None)
-        portfolio.smallest_known.append(timeline.peak)
-        started = time.perf_counter()
+                        "" if fits else f"splitting towards the lower bound reaches {outcome.floor:,} bytes",
+                        timeline if fits else None)
+        if outcome.floor is not None and outcome.floor > budget:
+            portfolio.floors.append(outcome.floor)
     for attempt in run_quick_heuristics(graph, budget, exclude=("lifetime-split",), deadline=deadline):
         seconds = attempt.schedule.stats["solve_seconds"] if attempt.schedule is not None else 0.0
         portfolio.offer(attempt.solver, attempt.schedule, seconds, attempt.detail)
-        if attempt.smallest_feasible is not None:
-            portfolio.smallest_known.append(attempt.smallest_feasible)
 
 
 def _improve_stage(portfolio: _Portfolio, stall: int, seed: int, exact_stage_follows: bool) -> None:
@@ -250,7 +257,8 @@ def _in_stage_form(portfolio: _Portfolio):
 def _result(portfolio: _Portfolio, bound: int, fixed_order: dict[str, Any] | None) -> Schedule:
     graph, budget, deadline = portfolio.graph, portfolio.budget, portfolio.deadline
     if portfolio.best is None:
-        smallest = min((p for p in portfolio.smallest_known if p > budget), default=None)
+        # a budget auto is sure to meet: what the budget-independent descent of lifetime splitting reaches
+        smallest = min(portfolio.floors, default=checkpoint_all_peak(graph))
         why = "stopped at the time limit before any stage found a schedule" if deadline.expired() else \
             f"no stage found a schedule ({', '.join(s['stage'] for s in portfolio.stages)})"
         raise InfeasibleBudget(budget, smallest, "auto", f"{why}; not proved infeasible: every schedule needs at "

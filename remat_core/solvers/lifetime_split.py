@@ -10,12 +10,14 @@ little longer, instead of evicting and later recomputing long chains.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Reason, Schedule, needed_topological_order, ops_from_computes, reason
-from ._lifetimes import Timeline, memory_aware_order, split_lifetimes
+from ._bounds import peak_lower_bound
+from ._lifetimes import Timeline, memory_aware_order, split_lifetimes, undo_needless_recomputations
 from ._time import Deadline
 from .base import Option, register
 
@@ -24,12 +26,50 @@ ORDERS = ("graph", "memory", "both")
 _RULE = "lifetime-split"
 
 
-def lifetime_split_timelines(graph: ComputeGraph, budget: int, order: str, deadline: Deadline) -> list[tuple[str, Timeline]]:
-    """``(order name, timeline)`` for each starting order: within the budget, or the lowest peak reached."""
+@dataclass(frozen=True)
+class SplitOutcome:
+    """Lifetime splitting from one starting order.
+
+    Attributes
+    ----------
+    order : str
+        ``graph`` or ``memory``.
+    timeline : Timeline
+        Within the budget when one was found; else the lowest peak reached.
+    floor : int or None
+        When the split aimed at the budget got stuck: the lowest peak of the descent towards the
+        peak lower bound, which does not depend on the budget (so splitting from this order meets
+        every budget from there up).
+    """
+
+    order: str
+    timeline: Timeline
+    floor: int | None = None
+
+
+def lifetime_split_timelines(graph: ComputeGraph, budget: int, order: str, deadline: Deadline) -> list[SplitOutcome]:
+    """Lifetime splitting from each starting order (``graph``, ``memory`` or ``both``).
+
+    Splitting aimed at the budget can get stuck where aiming lower would not (the greedy is not
+    monotone in the budget). Then the descent aimed at :func:`~remat_core.solvers._bounds.peak_lower_bound`
+    runs: its path is the same whatever the budget, so its lowest peak (``floor``) is a budget
+    this solver always meets, and when that is within the budget, that timeline (its needless
+    recomputations undone) is the result.
+    """
     nodes = needed_topological_order(graph)
     starts = {"graph": lambda: nodes, "memory": lambda: memory_aware_order(graph, nodes)}
-    names = ("graph", "memory") if order == "both" else (order,)
-    return [(name, split_lifetimes(graph, budget, starts[name](), deadline)) for name in names]
+    outcomes = []
+    for name in (("memory", "graph") if order == "both" else (order,)):
+        start = starts[name]()
+        aimed = split_lifetimes(graph, budget, start, deadline)
+        if aimed.peak <= budget:
+            outcomes.append(SplitOutcome(name, aimed))
+            continue
+        lowest = split_lifetimes(graph, peak_lower_bound(graph), start, deadline)
+        if lowest.peak <= budget:
+            lowest = undo_needless_recomputations(lowest, budget, deadline)
+        outcomes.append(SplitOutcome(name, lowest if lowest.peak <= budget else aimed, floor=lowest.peak))
+    return outcomes
 
 
 def timeline_schedule(timeline: Timeline, solver_info: dict[str, Any], rule: str = _RULE) -> Schedule:
@@ -60,18 +100,20 @@ def lifetime_split(graph: ComputeGraph, budget: int, *, time_limit: float | None
     Raises
     ------
     InfeasibleBudget
-        When no split lowers the memory above the budget any further (or the time limit passes
-        first), with the lowest peak reached as the smallest known feasible budget.
+        When no split lowers the memory to the budget (or the time limit passes first), with the
+        lowest peak of the descent towards the lower bound as the smallest known feasible budget
+        (solving at it succeeds).
     """
     deadline = Deadline(time_limit)
-    results = lifetime_split_timelines(graph, budget, order, deadline)
-    fitting = [(name, t) for name, t in results if t.peak <= budget]
+    outcomes = lifetime_split_timelines(graph, budget, order, deadline)
+    fitting = [o for o in outcomes if o.timeline.peak <= budget]
     if not fitting:
-        lowest = min(t.peak for _, t in results)
+        floor = min(o.floor for o in outcomes)
         why = ("stopped at the time limit" if deadline.expired() else
                "no lifetime split lowers the memory above the budget any further")
-        raise InfeasibleBudget(budget, lowest, _RULE, f"{why}; lowest peak reached {lowest:,} bytes")
-    name, best = min(fitting, key=lambda item: item[1].cost)
-    info = {"order": name, "recomputations": len(best.sequence) - len(set(best.sequence)),
-            "costs": {n: t.cost for n, t in fitting}}
-    return timeline_schedule(best, info)
+        raise InfeasibleBudget(budget, floor, _RULE, f"{why}; splitting towards the lower bound reaches "
+                                                     f"{floor:,} bytes")
+    best = min(fitting, key=lambda o: o.timeline.cost)
+    info = {"order": best.order, "recomputations": len(best.timeline.sequence) - len(set(best.timeline.sequence)),
+            "costs": {o.order: o.timeline.cost for o in fitting}}
+    return timeline_schedule(best.timeline, info)
