@@ -54,7 +54,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import scipy.sparse
@@ -161,12 +161,19 @@ class CheckmateModel:
     deadline : Deadline, optional
         Building stops with :class:`~remat_core.solvers._time.TimeUp` once it passes (building
         takes seconds at a few hundred stages).
+    memory_stages : iterable of int, optional
+        The stages whose memory is modelled (``FREE``, ``U`` and the budget rows); default all.
+        Leaving stages out relaxes the problem: its optimum is a lower bound, and it is the
+        optimum when its schedule fits the budget in every stage (:func:`fixed_order_milp` adds
+        the stages a solution overflows until one fits).
     """
 
-    def __init__(self, grid: StageGrid, free_budget: int, integral: bool, deadline: Deadline | None = None):
+    def __init__(self, grid: StageGrid, free_budget: int, integral: bool, deadline: Deadline | None = None,
+                 memory_stages: Iterable[int] | None = None):
         self.grid = grid
         self.integral = integral
         self._deadline = deadline or Deadline(None)
+        self.memory_stages = frozenset(range(grid.n) if memory_stages is None else memory_stages)
         self.units = memory_units(grid.mem)
         self.budget_units = self.units.budget(free_budget)
         self._mem = grid.mem / self.units.unit
@@ -190,7 +197,7 @@ class CheckmateModel:
         self.s_col[s_t, s_i] = offset + np.arange(s_t.size)
         offset += s_t.size
         free_t, free_i, free_k = [], [], []
-        for t in range(n):
+        for t in sorted(self.memory_stages):
             for k in range(t + 1):
                 if self.r_col[t, k] < 0:
                     continue
@@ -204,8 +211,9 @@ class CheckmateModel:
         self.free_col0 = offset
         offset += self.free_t.size
         self.u_col = np.full((n, n), -1, dtype=np.int64)
-        self.u_col[t_idx, i_idx] = offset + np.arange(t_idx.size)
-        offset += t_idx.size
+        modelled = np.isin(t_idx, np.fromiter(self.memory_stages, dtype=np.int64))
+        self.u_col[t_idx[modelled], i_idx[modelled]] = offset + np.arange(int(modelled.sum()))
+        offset += int(modelled.sum())
         self.num_cols = offset
         self._r_cols = (r_t, r_i)
         self._s_cols = (s_t, s_i)
@@ -262,7 +270,7 @@ class CheckmateModel:
         frees_after: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for f, (t, i, k) in enumerate(zip(self.free_t.tolist(), self.free_i.tolist(), self.free_k.tolist())):
             frees_after.setdefault((t, k), []).append((self.free_col0 + f, i))
-        for t in range(n):
+        for t in sorted(self.memory_stages):
             self._deadline.check()
             entries = [(u_col[t, 0], 1.0)]
             if r_col[t, 0] >= 0:
@@ -343,7 +351,7 @@ class CheckmateModel:
         x[self.free_col0: self.free_col0 + free.size] = free
         freed = np.zeros((n, n))
         np.add.at(freed, (self.free_t, self.free_k), free * self._mem[self.free_i])
-        for t in range(n):
+        for t in sorted(self.memory_stages):
             memory = float(self._mem[:t] @ s[t, :t])
             for k in range(t + 1):
                 memory += self._mem[k] * r[t, k]

@@ -283,6 +283,22 @@ def measure(grid: StageGrid, computes: Iterable[StageCompute]) -> tuple[int, flo
     return result.peak, result.cost
 
 
+def stage_peaks(grid: StageGrid, computes: Iterable[StageCompute]) -> np.ndarray:
+    """The largest memory (bytes, pinned included) during each stage of a stage-compute sequence's ops."""
+    ordered = _checked_computes(grid, computes)
+    ops, _ = stage_ops(grid, ordered, rule="stages", because="")
+    memory = simulate(grid.graph, ops).memory
+    peaks = np.full(grid.n, grid.graph.pinned_bytes, dtype=np.int64)
+    stage = -1
+    count = 0
+    for (action, _), used in zip(ops, memory):
+        if action == COMPUTE:
+            stage = ordered[count][0]
+            count += 1
+        peaks[stage] = max(peaks[stage], used)
+    return peaks
+
+
 def stage_schedule(grid: StageGrid, computes: Iterable[StageCompute], *, rule: str, because: str,
                    solver_info: dict[str, Any]) -> Schedule:
     """The :class:`~remat_core.schedule.schedule.Schedule` of a stage-compute sequence (ops by :func:`stage_ops`)."""

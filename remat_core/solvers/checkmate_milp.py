@@ -21,14 +21,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule, checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, check_model_size, relative_gap
 from ._portfolio import ANY_ORDER, Attempt, prefer_cheaper_heuristic, run_quick_heuristics
 from ._stage_greedy import best_stage_start
-from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_if_it_fits, computes_from_matrix,
-                      measure, stage_grid, stage_schedule)
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, checkpoint_all_if_it_fits,
+                      computes_from_matrix, measure, stage_grid, stage_peaks, stage_schedule)
 from ._time import Deadline, TimeUp
 from .base import Option, register
 from .checkmate_lp import round_lp
@@ -204,38 +206,69 @@ def fixed_order_milp(grid: StageGrid, budget: int, deadline: Deadline,
                      start: tuple[list[StageCompute], float] | None, mip_gap: float = 0.0) -> MilpResult:
     """Checkmate's MILP from ``start`` (computes, cost), until ``deadline``: the best frontier-advancing schedule found.
 
-    The start is returned when HiGHS finds nothing cheaper; building the model stops at the
-    deadline too (then the start, if any, is all there is).
+    The memory of a stage is modelled only where it can bind (constraint generation): first the
+    stages where checkpoint-all or the start goes over 98 % of the budget; when HiGHS's optimum
+    overflows another stage, that stage is added and the MILP solved again. Each relaxed optimum
+    is a lower bound, and the first that fits every stage is the optimum: the model is smaller
+    where most stages never come near the budget. The start is returned when HiGHS finds nothing
+    cheaper; building the model stops at the deadline too.
     """
-    info: dict[str, Any] = {}
+    info: dict[str, Any] = {"rounds": []}
     best, best_cost = (start[0], start[1]) if start is not None else (None, math.inf)
-    try:
-        model = CheckmateModel(grid, grid.free_budget(budget), integral=True, deadline=deadline)
-        vector = model.start_vector(best) if best is not None else None
-    except TimeUp:
-        info["stopped_at_time_limit"] = True
-        return MilpResult(best, best_cost, None, {**info, "status": "time_limit (building the model)"},
-                          "the time limit passed while the MILP was being built")
-    offset = deadline.elapsed()
-    solution = model.solve(deadline.left(), mip_gap=mip_gap, start=vector)
-    info.update(**model.size().as_dict(), status=solution.status, mip_seconds=round(solution.seconds, 4),
-                lower_bound=solution.bound,
-                incumbents=[[round(offset + seconds, 4), value] for seconds, value in solution.incumbents])
-    if solution.status == "time_limit":
-        info["stopped_at_time_limit"] = True
-    if solution.r is not None:
+    stages = _binding_stages(grid, budget, best)
+    bound: float | None = None
+    solution = None
+    while True:
+        try:
+            model = CheckmateModel(grid, grid.free_budget(budget), integral=True, deadline=deadline,
+                                   memory_stages=stages)
+            vector = model.start_vector(best) if best is not None else None
+        except TimeUp:
+            info["stopped_at_time_limit"] = True
+            info["status"] = "time_limit (building the model)"
+            break
+        offset = deadline.elapsed()
+        solution = model.solve(deadline.left(), mip_gap=mip_gap, start=vector)
+        info["rounds"].append({"memory_stages": len(stages), **model.size().as_dict(), "status": solution.status,
+                               "seconds": round(solution.seconds, 4), "lower_bound": solution.bound})
+        info.update(**model.size().as_dict(), status=solution.status, incumbents=info.get("incumbents", []) + [
+            [round(offset + seconds, 4), value] for seconds, value in solution.incumbents])
+        if solution.bound is not None:
+            bound = solution.bound if bound is None else max(bound, solution.bound)
+        if solution.r is None:
+            break
         computes = computes_from_matrix(solution.r)
-        peak, cost = measure(grid, computes)
-        if peak > budget:
-            info["numerical_note"] = (f"HiGHS's schedule peaks at {peak:,} bytes, over the budget within solver "
-                                      f"tolerance; it was discarded")
-        elif cost < best_cost:
-            best, best_cost = computes, cost
+        peaks = stage_peaks(grid, computes)
+        overflow = {t for t in np.flatnonzero(peaks > budget).tolist() if t not in stages}
+        if not overflow:
+            if peaks.max() > budget:
+                info["numerical_note"] = (f"HiGHS's schedule peaks at {int(peaks.max()):,} bytes, over the budget within "
+                                          f"solver tolerance; it was discarded")
+            else:
+                cost = measure(grid, computes)[1]
+                if cost < best_cost:
+                    best, best_cost = computes, cost
+            break
+        if solution.status != "optimal":  # its schedule overflows a stage left out, and there is no time to add it
+            break
+        stages = stages | overflow
+    if solution is not None and solution.status == "time_limit":
+        info["stopped_at_time_limit"] = True
     if best is None:
         refusal = ("HiGHS proved that no frontier-advancing schedule of the topological order fits"
-                   if solution.status == "infeasible" else
-                   f"HiGHS found no schedule within the time limit (status {solution.status}); raise the time limit")
-        return MilpResult(None, math.inf, solution.bound, info, refusal)
-    gap = relative_gap(best_cost, solution.bound)
+                   if solution is not None and solution.status == "infeasible" else
+                   "HiGHS found no schedule within the time limit; raise the time limit")
+        return MilpResult(None, math.inf, bound, info, refusal)
+    info.update(lower_bound=bound, memory_stages=len(stages))
+    gap = relative_gap(best_cost, bound)
     info.update(mip_gap=gap, exact=gap == 0.0, objective=best_cost)
-    return MilpResult(best, best_cost, solution.bound, info)
+    return MilpResult(best, best_cost, bound, info)
+
+
+def _binding_stages(grid: StageGrid, budget: int, start: list[StageCompute] | None) -> frozenset[int]:
+    """Stages whose memory may bind: where checkpoint-all or the start goes over 98 % of the budget."""
+    near = grid.graph.pinned_bytes + 0.98 * grid.free_budget(budget)
+    peaks = stage_peaks(grid, checkpoint_all_computes(grid))
+    if start is not None:
+        peaks = np.maximum(peaks, stage_peaks(grid, start))
+    return frozenset(np.flatnonzero(peaks >= near).tolist())
