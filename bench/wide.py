@@ -8,7 +8,7 @@ timed from start to exit. Per graph, budget and solver: the overhead over checkp
 the simulator), the wall time, and the status (``fits``; ``refused``: the graph is larger than the
 solver's formulation is built for; ``none``: no schedule found, with why).
 
-Writes ``docs/wide-graphs.md`` (the table, the machine and the date), ``docs/figures/wide-graphs.json``
+Writes ``docs/figures/wide-graphs.md`` (the table, the machine and the date), ``docs/figures/wide-graphs.json``
 (every result) and ``docs/figures/wide-overhead.png`` (overhead against n, one panel per budget).
 
 Each solver runs on its own (:data:`ON_THEIR_OWN`). Run: ``PYTHONPATH=$PWD .venv/bin/python bench/wide.py
@@ -133,7 +133,7 @@ def main() -> None:
     parser.add_argument("--fractions", default="0.9,0.8")
     parser.add_argument("--time-limit", type=float, default=90.0)
     parser.add_argument("--solvers", default=None, help="comma-separated names (default: every registered solver)")
-    parser.add_argument("--out", type=Path, default=DOCS / "wide-graphs.md")
+    parser.add_argument("--out", type=Path, default=DOCS / "figures" / "wide-graphs.md")
     args = parser.parse_args()
     solvers = args.solvers.split(",") if args.solvers else solver_names()
     results = []

@@ -198,3 +198,27 @@ def test_an_error_with_no_message_reads_no_message_and_long_lines_are_cut():
     assert first_line(ValueError("")) == "(no message)"
     assert first_line(ValueError("first\nsecond")) == "first"
     assert first_line(ValueError("x" * 400), limit=300) == "x" * 297 + "..."
+
+
+def test_generate_writes_moccasin_files_that_info_and_the_default_solver_read(tmp_path):
+    path = tmp_path / "layered.json"
+    out = run("generate", "80", "--seed", "2", "--format", "moccasin", "-o", path)
+    assert out.returncode == 0 and "80 nodes" in out.stderr
+    doc = json.loads(path.read_text())
+    assert doc["graph"]["node_output_cost_tag"] == "out_cost" and "id" not in doc["nodes"][0]
+    info = run("info", path)
+    assert json.loads(info.stdout)["graph_kind"] == "compute DAG" and "not a training graph" in info.stderr
+    solved = run("solve", path, "--budget", "85%", "--time-limit", "5")
+    assert solved.returncode == 0, solved.stderr
+    schedule = json.loads(solved.stdout)
+    assert schedule["solver"] == "auto" and schedule["stats"]["peak"] <= schedule["budget"]
+    assert run("generate", "2", "-o", tmp_path / "x.json").returncode == 2
+
+
+def test_a_stopped_solve_says_so(tmp_path):
+    path = tmp_path / "layered.json"
+    assert run("generate", "300", "--seed", "5", "-o", path).returncode == 0
+    out = run("solve", path, "--budget", "80%", "--time-limit", "2", "--solver", "checkmate-milp")
+    assert out.returncode in (0, 3), out.stderr
+    if out.returncode == 0:
+        assert "stopped at the time limit of 2 s" in out.stderr

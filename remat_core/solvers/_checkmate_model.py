@@ -57,7 +57,6 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
-import scipy.sparse
 
 from ..errors import SolverOptionError
 from ._stages import StageCompute, StageGrid, stage_matrices
@@ -284,6 +283,7 @@ class CheckmateModel:
                 entries += [(fc, float(mem[i])) for fc, i in frees_after.get((t, k - 1), ()) if mem[i] > 0]
                 add_row(entries, 0.0, 0.0)
 
+        import scipy.sparse  # loaded with the first model: importing remat_core stays quick
         matrix = scipy.sparse.csr_matrix((np.array(vals), (np.array(rows), np.array(cols))),
                                          shape=(len(lower), self.num_cols))
         self._matrix = matrix

@@ -173,8 +173,9 @@ def prefer_cheaper_heuristic(graph: ComputeGraph, budget: int, solver: str, sear
         fixed = {**own.solver_info, "cost": own_cost}
         why = (f"{best.solver}'s schedule (any order) costs {best.cost:g}, less than the best schedule in the fixed "
                f"topological order ({own_cost:g})")
-    return _relabelled(best, {**info, "source": best.solver, "exact": False, "why": why, "fixed_order": fixed},
-                       "source_info")
+    stopped = {"stopped_at_time_limit": True} if fixed.get("stopped_at_time_limit") else {}
+    return _relabelled(best, {**info, "source": best.solver, "exact": False, "why": why, "fixed_order": fixed,
+                              **stopped}, "source_info")
 
 
 def _relabelled(attempt: Attempt, solver_info: dict[str, Any], key: str) -> Schedule:
