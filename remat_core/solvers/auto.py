@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
@@ -41,7 +41,8 @@ from ._checkmate_model import relative_gap
 from ._exhaustive import cheapest_schedule, smallest_peak
 from ._lifetimes import Timeline, ruin_and_recreate
 from ._portfolio import run_quick_heuristics
-from ._stages import DEFAULT_TIME_LIMIT, computes_from_ops, measure, stage_grid, stage_schedule
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, computes_from_ops, measure, stage_grid,
+                      stage_schedule)
 from ._time import Deadline
 from .base import Option, register
 from .checkmate_milp import fixed_order_milp
@@ -49,6 +50,8 @@ from .lifetime_split import lifetime_split_timelines, timeline_schedule
 
 EXACT_MAX_NODES = 400
 """Default size (nodes to compute) up to which the MILP runs: its model has O(n^2) variables."""
+QUICK_SHARE = 0.4
+"""Share of the time limit the quick stage may use (lifetime splitting first, then the other heuristics)."""
 
 _ALL_SCHEDULES = "all schedules"
 _FIXED_ORDER = "frontier-advancing schedules of the order the MILP searched (the best schedule's first computations)"
@@ -86,11 +89,6 @@ class _Portfolio:
                 self.timeline = timeline
         self.stages.append(entry)
 
-    def timed(self, stage: str, run: Callable[[], tuple[Schedule | None, str]]) -> None:
-        started = time.perf_counter()
-        schedule, detail = run()
-        self.offer(stage, schedule, time.perf_counter() - started, detail)
-
 
 @register("auto", "The default: the best schedule found in the time limit. Quick heuristics (lifetime splitting "
                   "first), then large-neighbourhood search, then Checkmate's MILP from the best when the graph is small "
@@ -113,8 +111,9 @@ def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, e
     InfeasibleBudget
         Proved: the budget is below :func:`~remat_core.solvers._bounds.peak_lower_bound`, or the
         exhaustive search of a tiny graph found no schedule (the smallest feasible budget is then
-        exact). Otherwise (no stage found a schedule in time) with the smallest budget any stage
-        knows a schedule to fit, and the proved lower bound in the message.
+        exact). Otherwise (no stage found a schedule in time), not a proof: the message says so
+        and gives the proved bound, and the smallest feasible budget named is the floor of
+        lifetime splitting, which ``auto`` meets.
     """
     deadline = Deadline(DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
     bound = peak_lower_bound(graph)
@@ -162,9 +161,6 @@ def _exhaustive_stage(portfolio: _Portfolio) -> Schedule | None:
         "proof": "exhaustive search over every schedule"})
 
 
-QUICK_SHARE = 0.4
-"""Share of the time limit the quick stage may use (lifetime splitting first, then the other heuristics)."""
-
 
 def _quick_stages(portfolio: _Portfolio) -> None:
     """Lifetime splitting from two orders, then the other quick heuristics, within :data:`QUICK_SHARE` of the time."""
@@ -181,6 +177,8 @@ def _quick_stages(portfolio: _Portfolio) -> None:
                         timeline if fits else None)
         if outcome.floor is not None and outcome.floor > budget:
             portfolio.floors.append(outcome.floor)
+        if portfolio.best_cost <= checkpoint_all_cost(graph):
+            return  # every node computed once: nothing is cheaper
     for attempt in run_quick_heuristics(graph, budget, exclude=("lifetime-split",), deadline=deadline):
         seconds = attempt.schedule.stats["solve_seconds"] if attempt.schedule is not None else 0.0
         portfolio.offer(attempt.solver, attempt.schedule, seconds, attempt.detail)
@@ -236,7 +234,7 @@ def _exact_stage(portfolio: _Portfolio) -> dict[str, Any] | None:
             "grid": grid}
 
 
-def _in_stage_form(portfolio: _Portfolio):
+def _in_stage_form(portfolio: _Portfolio) -> tuple[StageGrid, tuple[list[StageCompute], float] | None]:
     """A stage grid over the best schedule's order of first computations, and that schedule in its form.
 
     Falls back to the graph's order without a start when the conversion (each tensor freed after
