@@ -13,7 +13,7 @@ Writes ``docs/figures/wide-graphs.md`` (the table, the machine and the date), ``
 
 Each solver runs on its own (:data:`ON_THEIR_OWN`). Run: ``PYTHONPATH=$PWD .venv/bin/python bench/wide.py
 [--sizes 100,250,500,1000] [--seeds 1]
-[--fractions 0.9,0.8] [--time-limit 90] [--solvers auto,lifetime-split,...]``. The full run (every
+[--fractions 0.9,0.8] [--time-limit 90] [--solvers auto,lifetime-split,...] [--from-json FILE]``. The full run (every
 solver, 90 s limits) takes about an hour and a half on 2 cores; ``--time-limit 20 --sizes 100,250``
 about fifteen minutes.
 """
@@ -107,21 +107,28 @@ def plot(results: list[dict], solvers: list[str], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fractions = sorted({e["fraction"] for e in results}, reverse=True)
+    sizes = sorted({e["nodes"] for e in results})
+    colours = plt.get_cmap("tab20")
     figure, axes = plt.subplots(1, len(fractions), figsize=(6 * len(fractions), 4.5), squeeze=False)
     for axis, fraction in zip(axes[0], fractions):
-        for solver in solvers:
+        for k, solver in enumerate(solvers):
             points = sorted((e["nodes"], r["overhead"] * 100) for e in results if e["fraction"] == fraction
                             for r in e["rows"] if r["solver"] == solver and r["status"] == "fits")
             if points:
-                style = dict(linewidth=3, color="black") if solver == "auto" else dict(linewidth=1, alpha=0.7)
+                style = (dict(linewidth=3, color="black", zorder=3) if solver == "auto" else
+                         dict(linewidth=1, alpha=0.8, color=colours(k % 20)))
                 axis.plot(*zip(*points), marker="o", label=solver, **style)
         axis.set_xscale("log")
-        axis.set_yscale("symlog", linthresh=10)
+        axis.set_xticks(sizes, [str(n) for n in sizes])
+        axis.set_yscale("symlog", linthresh=1)
+        axis.set_ylim(bottom=0)
         axis.axhline(25, color="grey", linestyle="--", linewidth=0.8)
-        axis.set_title(f"budget {fraction:.0%} of the checkpoint-all peak")
+        axis.text(sizes[0], 27, "25 %", color="grey", fontsize=8)
+        axis.set_title(f"budget {fraction:.0%} of the checkpoint-all peak (missing: no schedule)")
         axis.set_xlabel("nodes")
-        axis.set_ylabel("recompute overhead (%)")
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+        axis.set_ylabel("recompute overhead over checkpoint-all (%)")
+    entries = {label: handle for axis in axes[0] for handle, label in zip(*axis.get_legend_handles_labels())}
+    axes[0][-1].legend(entries.values(), entries.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -134,8 +141,15 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=90.0)
     parser.add_argument("--solvers", default=None, help="comma-separated names (default: every registered solver)")
     parser.add_argument("--out", type=Path, default=DOCS / "figures" / "wide-graphs.md")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="redraw the table and the plot from a saved wide-graphs.json instead of solving")
     args = parser.parse_args()
     solvers = args.solvers.split(",") if args.solvers else solver_names()
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        write_table(saved["results"], solvers, saved["time_limit"], args.out)
+        plot(saved["results"], solvers, DOCS / "figures" / "wide-overhead.png")
+        return
     results = []
     with tempfile.TemporaryDirectory() as folder:
         for n in map(int, args.sizes.split(",")):

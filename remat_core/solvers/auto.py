@@ -52,6 +52,9 @@ EXACT_MAX_NODES = 400
 """Default size (nodes to compute) up to which the MILP runs: its model has O(n^2) variables."""
 QUICK_SHARE = 0.4
 """Share of the time limit the quick stage may use (lifetime splitting first, then the other heuristics)."""
+OPTIMALITY_TOLERANCE = 1e-4
+"""A relative gap to the lower bound at or below which the best is taken as optimal and the search stops
+(HiGHS's default ``mip_rel_gap``)."""
 
 _ALL_SCHEDULES = "all schedules"
 _FIXED_ORDER = "frontier-advancing schedules of the order the MILP searched (the best schedule's first computations)"
@@ -70,6 +73,10 @@ class _Portfolio:
     timeline: Timeline | None = None  # the best result as a compute sequence, when it has one
     stages: list[dict[str, Any]] = field(default_factory=list)
     floors: list[int] = field(default_factory=list)  # peaks lifetime splitting reaches whatever the budget
+
+    def optimal(self, lower_bound: float) -> bool:
+        """Whether the best is within :data:`OPTIMALITY_TOLERANCE` of ``lower_bound`` (checkpoint-all's cost)."""
+        return self.best_cost <= lower_bound * (1 + OPTIMALITY_TOLERANCE)
 
     def offer(self, stage: str, schedule: Schedule | None, seconds: float, detail: str = "",
               timeline: Timeline | None = None) -> None:
@@ -134,9 +141,9 @@ def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, e
         return exhaustive
     exact_follows = stage_grid(graph).n <= exact_max_nodes
     _quick_stages(portfolio)
-    if portfolio.best_cost > base_cost:  # else nothing can be cheaper: every node is computed once
+    if not portfolio.optimal(base_cost):
         _improve_stage(portfolio, stall, seed, exact_follows)
-    fixed_order = _exact_stage(portfolio) if exact_follows and portfolio.best_cost > base_cost else None
+    fixed_order = _exact_stage(portfolio) if exact_follows and not portfolio.optimal(base_cost) else None
     return _result(portfolio, bound, fixed_order)
 
 
@@ -177,8 +184,8 @@ def _quick_stages(portfolio: _Portfolio) -> None:
                         timeline if fits else None)
         if outcome.floor is not None and outcome.floor > budget:
             portfolio.floors.append(outcome.floor)
-        if portfolio.best_cost <= checkpoint_all_cost(graph):
-            return  # every node computed once: nothing is cheaper
+        if portfolio.optimal(checkpoint_all_cost(graph)):
+            return
     for attempt in run_quick_heuristics(graph, budget, exclude=("lifetime-split",), deadline=deadline):
         seconds = attempt.schedule.stats["solve_seconds"] if attempt.schedule is not None else 0.0
         portfolio.offer(attempt.solver, attempt.schedule, seconds, attempt.detail)
