@@ -129,7 +129,7 @@ def test_schedule_round_trip(tmp_path):
     s = solve(g, 10**6)
     save_schedule(s, tmp_path / "s.json")
     back = load_schedule(tmp_path / "s.json")
-    assert back.ops == s.ops and back.budget == s.budget and back.solver == "checkpoint-all"
+    assert back.ops == s.ops and back.budget == s.budget and back.solver == "auto"
     assert back.reasons == s.reasons and back.stats["peak"] == s.stats["peak"]
 
 
