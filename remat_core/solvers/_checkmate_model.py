@@ -390,6 +390,8 @@ class CheckmateModel:
                                  run.seconds, incumbents)
         h = run.highs
         status = h.modelStatusToString(h.getModelStatus()).lower().replace(" ", "_")
+        if status in ("interrupted_by_user", "time_limit_reached"):  # stopped at our deadline, or at its own
+            status = "time_limit"
         info = h.getInfo()
         has_solution = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and not self.integral:
@@ -504,11 +506,17 @@ def run_highs(h, deadline: Deadline, record_solutions: bool) -> HighsRun:
     HiGHS's own ``time_limit`` is set too, but it is checked only now and then; its interrupt
     callbacks (``HandleUserInterrupt``) stop it at the next check, which in presolve or a large
     root LP can be seconds away. The process is never held up by more than
-    :data:`_STOP_GRACE_SECONDS` past the deadline.
+    :data:`_STOP_GRACE_SECONDS` past the deadline. Runs never overlap: a run left behind earlier is
+    waited for first, within this deadline (HiGHS shares one task scheduler per process, and
+    highspy's own ``startSolve`` shares one lock between all instances, so it is not used).
     """
     improving: list = []
     bound: list[float | None] = [None]
     started = time.perf_counter()
+    for earlier in list(_LEFT_BEHIND):
+        earlier.join(None if not deadline.limited else deadline.left())
+    if highs_left_running():
+        return HighsRun(h, False, improving, None, time.perf_counter() - started)
     if deadline.limited:
         h.setOptionValue("time_limit", float(max(deadline.left(), 0.01)))
     if record_solutions:
@@ -520,15 +528,14 @@ def run_highs(h, deadline: Deadline, record_solutions: bool) -> HighsRun:
                 bound[0] = float(out.mip_dual_bound)
         h.cbMipImprovingSolution.subscribe(improved)
     h.HandleUserInterrupt = True
-    thread = h.startSolve()
+    thread = threading.Thread(target=h.run, name="highs", daemon=True)
+    thread.start()
     thread.join(None if not deadline.limited else deadline.left() + 0.05)
     if thread.is_alive():
         h.cancelSolve()
         thread.join(_STOP_GRACE_SECONDS)
     finished = not thread.is_alive()
-    if finished:
-        h.joinSolve()
-    else:
+    if not finished:
         _LEFT_BEHIND.append(thread)
     return HighsRun(h, finished, improving, bound[0], time.perf_counter() - started)
 
