@@ -16,6 +16,7 @@ import pytest
 
 from remat_core import ComputeGraph, InfeasibleBudget, checkpoint_all_peak, memory_lower_bound, save_graph, solve
 from remat_core.graph.generators import training_chain
+from remat_core.solvers import DEFAULT_SOLVER
 from remat_core.store import (FROM_STORE, ResultKey, ResultStore, StoredResult, lookup, result_key, solve_stored,
                               solve_through_store, store_path)
 
@@ -234,7 +235,7 @@ def test_stats_export_and_prune(tmp_path, graph_file, graph):
     assert run("solve", other, "-b", "100%", "--store", path, "-o", tmp_path / "s.json").returncode == 0
     stats = json.loads(run("store", "stats", "--json", "--store", path).stdout)
     assert stats["entries"] == 7 and stats["graphs"] == 2 and stats["bytes"] > 0
-    assert stats["solvers"] == {"checkpoint-all": 1, "dtr": 3, "rotor": 3}
+    assert stats["solvers"] == {DEFAULT_SOLVER: 1, "dtr": 3, "rotor": 3}
 
     out = run("store", "export", "--format", "csv", "-o", tmp_path / "all.csv", "--store", path)
     assert out.returncode == 0, out.stderr

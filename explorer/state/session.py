@@ -27,7 +27,7 @@ WHY_TENSOR = "why_tensor"
 NOTICE = "notice"
 PARETO_LOG = "pareto_log_y"
 
-PREFERRED_SOLVERS = ("dtr", "rotor", "chen-greedy", "checkmate-lp", "treewidth", "lru", DEFAULT_SOLVER)
+PREFERRED_SOLVERS = ("auto", "dtr", "rotor", "chen-greedy", "checkmate-lp", "treewidth", "lru", DEFAULT_SOLVER)
 """The first of these that is registered is the solver a new session starts with."""
 DEFAULT_TIME_LIMIT = 10.0
 DEFAULT_BUDGET_FRACTION = 0.5

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
 from . import comparing, graphs, models, solving, studies
 from ..errors import InfeasibleBudget, InvalidSchedule, RematError, first_line
+from ..solvers import highs_left_running
 from ._common import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR, EXIT_INVALID_SCHEDULE, EXIT_OK, Command
 
 EXIT_INTERRUPTED = 130
@@ -51,18 +53,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.debug:
         logging.getLogger("remat_core").setLevel(logging.DEBUG)  # the tracer then keeps torch's own logs
     try:
-        return COMMANDS[args.command][1](args)
+        code = COMMANDS[args.command][1](args)
     except InvalidSchedule as e:
-        return _fail(args, e, EXIT_INVALID_SCHEDULE)
+        code = _fail(args, e, EXIT_INVALID_SCHEDULE)
     except InfeasibleBudget as e:
-        return _fail(args, e, EXIT_INFEASIBLE)
+        code = _fail(args, e, EXIT_INFEASIBLE)
     except (RematError, OSError, MemoryError) as e:
-        return _fail(args, e, EXIT_BAD_INPUT)
+        code = _fail(args, e, EXIT_BAD_INPUT)
     except Exception as e:  # not the input's fault: every bad input raises a RematError
-        return _fail(args, e, EXIT_INTERNAL_ERROR)
+        code = _fail(args, e, EXIT_INTERNAL_ERROR)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
+    if highs_left_running():  # stopped at a time limit, it ends at its next check: do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:
