@@ -151,7 +151,6 @@ def compiled_step(program: ForwardProgram, decisions: PlanDecisions, placeholder
     the knapsack that will answer Inductor's partitioner when it is first called.
 
     The function must first be called inside :func:`partitioner_settings` (that call compiles)."""
-    check_compiler()
     graph = fx.Graph()
     env: dict[str, fx.Node] = {name: graph.placeholder(name) for name in placeholders}
     for node in program.nodes:

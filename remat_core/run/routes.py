@@ -58,6 +58,10 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     if not is_executable(graph):
         raise ExecutionError(f"graph {graph.name!r} was not traced from a PyTorch model here, so there is no model "
                              f"to train; trace it with remat_core.frontends.trace")
+    if via == "compile":
+        from .compiled import check_compiler
+
+        check_compiler()  # before anything is measured
     simulated = schedule.simulation if schedule.simulation is not None else simulate(graph, schedule)
     decisions = plan_decisions(graph, schedule.ops)
     step = _TracedStep(decisions, seed)

@@ -286,17 +286,6 @@ def _sizes_partitioner(graph: ComputeGraph, phases: _Phases, knapsack: str) -> C
     return saved_at
 
 
-def _fresh_copy(module: Any) -> Any:
-    """A new GraphModule over a copy of ``module``'s graph: new nodes, their ``meta`` dicts copied (the
-    FakeTensors in them shared, not deep-copied: torch forbids reading a FakeTensor's data)."""
-    from torch import fx
-
-    graph = fx.Graph()
-    value, output = graph.graph_copy(module.graph, {}, return_output_node=True)
-    graph.output(value).meta = copy.copy(output.meta)
-    return fx.GraphModule(module, graph)
-
-
 def _min_cut(graph: ComputeGraph, phases: _Phases, distance: Mapping[int, float], banned: set[int]) -> frozenset[int]:
     """Torch's flow network on our graph (``solve_min_cut``): each forward node a capacity edge
     ``in -> out`` of its bytes x 1.1 ** distance, banned (kept) nodes and pinned ones fed from the
@@ -354,3 +343,14 @@ def _traced_partitioner(graph: ComputeGraph, knapsack: str) -> Callable[[float],
         return frozenset(graph.index[o] for o in owners if o in graph.index and not graph.pinned[graph.index[o]])
 
     return saved_at
+
+
+def _fresh_copy(module: Any) -> Any:
+    """A new GraphModule over a copy of ``module``'s graph: new nodes, their ``meta`` dicts copied (the
+    FakeTensors in them shared, not deep-copied: torch forbids reading a FakeTensor's data)."""
+    from torch import fx
+
+    graph = fx.Graph()
+    value, output = graph.graph_copy(module.graph, {}, return_output_node=True)
+    graph.output(value).meta = copy.copy(output.meta)
+    return fx.GraphModule(module, graph)
