@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from tiny_models import small_cnn
+from tiny_models import residual_mlp, small_cnn
 from torch import nn
 
 from remat_core import checkpoint_all_peak, memory_lower_bound, solve
@@ -18,19 +18,6 @@ from remat_core.run.executor import ExecutionError
 
 REPORT_KEYS = {"gradients_equal", "max_grad_diff", "measured_peak", "simulated_peak", "eager_peak", "step_seconds",
                "eager_step_seconds"}
-
-
-class ResidualMLP(nn.Module):
-    def __init__(self, width: int = 128, depth: int = 4):
-        super().__init__()
-        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(),
-                                                  nn.Linear(4 * width, width)) for _ in range(depth))
-        self.head = nn.Linear(width, 1)
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = x + block(x)
-        return self.head(x).sum()
 
 
 class DropoutNet(nn.Module):
@@ -51,8 +38,7 @@ def between(graph, share):
 
 @pytest.fixture(scope="module")
 def residual():
-    torch.manual_seed(0)
-    graph = trace_training_graph(ResidualMLP(), torch.randn(32, 16, 128))
+    graph = trace_training_graph(*residual_mlp(width=128, depth=4, batch=32, tokens=16))
     return graph, solve(graph, between(graph, 0.4), "rotor")
 
 
@@ -101,8 +87,7 @@ def test_a_recomputed_dropout_draws_its_forward_mask_again():
 
 def test_compile_puts_the_plan_in_inductors_partitioner():
     """The one compile in the default run (Inductor builds C++ kernels): a model of a few small ops."""
-    torch.manual_seed(0)
-    graph = trace_training_graph(ResidualMLP(width=16, depth=2), torch.randn(4, 4, 16))
+    graph = trace_training_graph(*residual_mlp(width=16, depth=2, batch=4))
     schedule = solve(graph, between(graph, 0.3), "rotor")
     report = train_step(graph, schedule, "compile")
     assert report.gradients_equal and REPORT_KEYS <= set(report.summary())

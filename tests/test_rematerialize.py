@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from tiny_models import residual_mlp
 from torch import nn
 from torch.nn import functional as F
 
@@ -10,31 +11,9 @@ from remat_core.frontends.losses import cross_entropy
 from remat_core.run.measure import measure_step
 
 
-class Block(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.norm, self.up, self.act, self.down = (nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(),
-                                                   nn.Linear(4 * width, width))
-
-    def forward(self, x):
-        return x + self.down(self.act(self.up(self.norm(x))))
-
-
-class ResidualMLP(nn.Module):
-    """Twelve residual blocks (LayerNorm, Linear, GELU, Linear) and a linear head."""
-
-    def __init__(self, width=64, depth=12, outputs=10):
-        super().__init__()
-        self.blocks = nn.Sequential(*[Block(width) for _ in range(depth)])
-        self.head = nn.Linear(width, outputs)
-
-    def forward(self, x):
-        return self.head(self.blocks(x))
-
-
-def model_and_inputs(batch=32, tokens=16, width=64):
-    torch.manual_seed(0)
-    return ResidualMLP(width), torch.randn(batch, tokens, width)
+def model_and_inputs(batch=32, tokens=16):
+    """Twelve residual blocks (LayerNorm, Linear, GELU, Linear) with a ten-way head."""
+    return residual_mlp(width=64, depth=12, outputs=10, batch=batch, tokens=tokens)
 
 
 @pytest.fixture(scope="module")

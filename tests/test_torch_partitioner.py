@@ -1,8 +1,7 @@
 """``torch-partitioner``: PyTorch's own partitioner as a registered solver, on traced graphs and on graph files."""
 
 import pytest
-import torch
-from torch import nn
+from tiny_models import residual_mlp
 
 from remat_core import (ComputeGraph, InfeasibleBudget, Node, SolverOptionError, checkpoint_all_peak,
                         memory_lower_bound, simulate, solve)
@@ -14,25 +13,9 @@ from remat_core.solvers.torch_partitioner import KNAPSACKS, torch_partition_curv
 SOLVER = "torch-partitioner"
 
 
-class ResidualMLP(nn.Module):
-    """Blocks of LayerNorm, Linear, GELU, Linear with a residual stream: what torch's budget is built for."""
-
-    def __init__(self, width: int = 32, depth: int = 4):
-        super().__init__()
-        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(),
-                                                  nn.Linear(4 * width, width)) for _ in range(depth))
-        self.head = nn.Linear(width, 1)
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = x + block(x)
-        return self.head(x).sum()
-
-
 @pytest.fixture(scope="module")
 def traced():
-    torch.manual_seed(0)
-    return trace_training_graph(ResidualMLP(), torch.randn(8, 4, 32))
+    return trace_training_graph(*residual_mlp(width=32, depth=4))
 
 
 def branchy() -> ComputeGraph:
@@ -109,8 +92,7 @@ def test_a_traced_partition_computes_the_models_gradients(traced):
 
 
 def test_module_level_graphs_map_torchs_choice_onto_module_groups():
-    torch.manual_seed(0)
-    graph = trace_training_graph(ResidualMLP(depth=3), torch.randn(8, 4, 32), level="module")
+    graph = trace_training_graph(*residual_mlp(width=32, depth=3), level="module")
     schedule = solve(graph, checkpoint_all_peak(graph), SOLVER)
     assert schedule.solver_info["mode"] == "traced"
     assert check_on_tensors(graph, schedule).gradients_match
