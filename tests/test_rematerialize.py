@@ -8,6 +8,7 @@ from torch.nn import functional as F
 
 from remat_core import InfeasibleBudget, TraceError, rematerialize
 from remat_core.frontends.losses import cross_entropy
+from remat_core.run.executor import ExecutionError
 from remat_core.run.measure import measure_step
 
 
@@ -121,3 +122,27 @@ def test_an_output_the_plan_frees_but_the_caller_keeps_is_reported():
     with pytest.warns(UserWarning, match="handed to the caller"):
         remat = rematerialize(model, x, budget="100%", solver="checkpoint-all", loss=cross_entropy(labels))
     assert remat.program.uncontrolled and remat.program.uncontrolled[0].bytes == 64 * 4096 * 4
+
+
+def test_an_unknown_way_to_install_the_plan_is_refused():
+    model, x = model_and_inputs(batch=4, tokens=4)
+    with pytest.raises(ExecutionError, match="'sac' or 'compile'"):
+        rematerialize(model, x, via="plan")
+
+
+@pytest.mark.slow
+def test_the_compiled_drop_in_module_trains_like_the_original():
+    model, x = residual_mlp(width=32, depth=3, batch=16, tokens=8)
+    remat = rematerialize(model, x, budget="70%", via="compile")
+    for _ in range(2):  # the first call compiles, the second runs the compiled step
+        model.zero_grad()
+        got = remat(x)
+        got.sum().backward()
+        planned = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    expected = model(x)
+    expected.sum().backward()
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+    scale = max(p.grad.abs().max() for p in model.parameters())
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(planned[name], parameter.grad, atol=1e-4 * float(scale), rtol=1e-4)

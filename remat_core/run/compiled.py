@@ -145,14 +145,14 @@ class PlanKnapsack(CustomKnapsackSolver):
                     "the plan recomputes it, but torch's min cut saves it"))
 
 
-def compiled_step(program: ForwardProgram, decisions: PlanDecisions, placeholders: Sequence[str]
-                  ) -> tuple[Callable[..., tuple], PlanKnapsack]:
-    """``program``'s forward as one ``torch.compile``-d function of ``placeholders`` (in that order), and
-    the knapsack that will answer Inductor's partitioner when it is first called.
+def compiled_step(program: ForwardProgram, decisions: PlanDecisions) -> tuple[Callable[..., tuple], PlanKnapsack]:
+    """``program``'s forward as one ``torch.compile``-d function of ``program.placeholders`` (in that order),
+    returning ``program.returns``, and the knapsack that will answer Inductor's partitioner when it is first
+    called.
 
     The function must first be called inside :func:`partitioner_settings` (that call compiles)."""
     graph = fx.Graph()
-    env: dict[str, fx.Node] = {name: graph.placeholder(name) for name in placeholders}
+    env: dict[str, fx.Node] = {name: graph.placeholder(name) for name in program.placeholders}
     for node in program.nodes:
         copied = graph.node_copy(node, lambda n: env[n.name])
         copied.meta = {}  # the tracer's FakeTensors must not meet Dynamo's own fake mode

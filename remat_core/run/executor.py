@@ -252,9 +252,11 @@ class _Runner:
         self.fx_nodes: dict[str, fx.Node] = {n.name: n for n in binding.graph_module.graph.nodes}
         self.position = {name: i for i, name in enumerate(self.fx_nodes)}
         self.producers = set(binding.producer.values())
-        self.placeholder_values = dict(zip(
-            (n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")),
-            real_placeholder_values(joint, "execute the schedule", "trace the model on the CPU with real weights")))
+        placeholders = binding.graph_module.graph.find_nodes(op="placeholder")
+        values = real_placeholder_values(joint, "execute the schedule", "trace the model with real weights")
+        # The gradient seed is made on the CPU; a model traced on a GPU needs it there.
+        self.placeholder_values = {node.name: value.to(node.meta["val"].device)
+                                   for node, value in zip(placeholders, values)}
         self.env: dict[str, Any] = {}
         self.held_by: dict[str, list[str]] = {}
         self.storage_refs: dict[int, list[int]] = {}  # data_ptr -> [live references, nbytes]

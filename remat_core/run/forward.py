@@ -7,10 +7,12 @@ goes in through PyTorch's selective activation checkpointing (SAC,
 :func:`torch.utils.checkpoint.create_selective_checkpoint_contexts`):
 
 - **Regions.** A checkpoint region recomputes in one run, the first time the backward needs one
-  of its tensors, and keeps its inputs alive until then. So the forward is cut wherever every
-  tensor crossing the cut is one the plan keeps (or a weight), and every piece holding a tensor
-  the plan recomputes becomes one non-reentrant :func:`torch.utils.checkpoint.checkpoint` region;
-  the other pieces run plainly.
+  of its tensors, and keeps its inputs alive until then. The forward is cut so that the largest
+  region's recomputation plus the bytes the cuts keep alive (tensors crossing a cut that the plan
+  would have freed) is smallest (:func:`_regions`); every piece holding a tensor the plan
+  recomputes becomes one non-reentrant :func:`torch.utils.checkpoint.checkpoint` region, the
+  other pieces run plainly. A plan that recomputes in many small bursts (each tensor just before
+  it is read, as torch's partitioner does) costs some of its savings this way.
 - **Policy.** Inside a region an op is ``MUST_SAVE`` when the plan keeps (one of) its output
   tensor(s), else ``PREFER_RECOMPUTE``; a view follows the tensor whose storage it shares.
 - **Random ops** (dropout) restore, when recomputed, the RNG state they drew from in the forward,
@@ -24,7 +26,10 @@ the plan frees but the caller is handed (a model output) stays alive.
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -85,6 +90,12 @@ class ForwardProgram:
     def checkpointed_regions(self) -> int:
         return sum(r.checkpointed for r in self.regions)
 
+    @property
+    def placeholders(self) -> list[str]:
+        """The joint graph's placeholders the ops read (weights, buffers, inputs), in graph order."""
+        read = {a.name for n in self.nodes for a in n.all_input_nodes}
+        return [n.name for n in self.graph_module.graph.find_nodes(op="placeholder") if n.name in read]
+
 
 def forward_program(decisions: PlanDecisions, returns: Sequence[str]) -> ForwardProgram:
     """The forward ops computing the FX values ``returns``, cut into regions as ``decisions`` allow.
@@ -107,9 +118,22 @@ def forward_program(decisions: PlanDecisions, returns: Sequence[str]) -> Forward
 
     saved = frozenset(n.name for n in nodes if not freed_owners(n.name)
                       or any(decisions.of(o) == KEEP for o in binding.storage.get(n.name, ())))
-    recomputed = {n.name for n in nodes if any(decisions.of(o) == RECOMPUTE for o in freed_owners(n.name))}
     last_read = _last_reads(nodes, set(returns))
-    regions = _regions(nodes, last_read, set(returns), lambda name: not freed_owners(name), recomputed)
+    position = {n.name: k for k, n in enumerate(nodes)}
+    recompute_bytes = [0] * len(nodes)
+    crossing = [0] * (len(nodes) + 1)  # a difference array: bytes the plan frees that a cut after k keeps
+    spans: dict[str, list[int]] = {}
+    for node in nodes:
+        for owner in freed_owners(node.name):
+            span = spans.setdefault(owner, [position[node.name], position[node.name]])
+            span[1] = max(span[1], last_read[node.name] if node.name not in returns else span[1])
+    for owner, (first, last) in spans.items():
+        mem = graph.node(owner).mem
+        if decisions.of(owner) == RECOMPUTE:
+            recompute_bytes[first] += mem
+        crossing[first] += mem
+        crossing[last] -= mem
+    regions = _regions(nodes, last_read, recompute_bytes, list(itertools.accumulate(crossing))[:-1])
     uncontrolled = tuple(Uncontrolled(node_label(graph, owner), graph.node(owner).mem,
                                       "the plan frees it, but it is handed to the caller")
                          for name in dict.fromkeys(returns) for owner in freed_owners(name))
@@ -248,31 +272,82 @@ def _last_reads(nodes: Sequence[fx.Node], returns: set[str]) -> dict[str, int]:
     return last_read
 
 
-def _regions(nodes: Sequence[fx.Node], last_read: Mapping[str, int], returns: set[str],
-             may_cross: Callable[[str], bool], recomputed: set[str]) -> tuple[Region, ...]:
-    """Cut the ops wherever every value crossing the cut may cross (kept, a weight, returned): the finest
-    pieces, so that each recomputes as late and as little as the plan allows."""
-    position = {n.name: k for k, n in enumerate(nodes)}
-    end = len(nodes)
-    blocking_until: dict[int, int] = {}
-    for name, last in last_read.items():
-        if last > position[name] and not may_cross(name) and name not in returns:
-            blocking_until[position[name]] = max(blocking_until.get(position[name], 0), last)
-    cuts, reach = [0], 0
-    for k in range(end):
-        reach = max(reach, blocking_until.get(k, 0))
-        if reach <= k and k + 1 < end:
-            cuts.append(k + 1)
-    cuts.append(end)
+def _regions(nodes: Sequence[fx.Node], last_read: Mapping[str, int], recompute_bytes: Sequence[int],
+             cut_bytes: Sequence[int]) -> tuple[Region, ...]:
+    """Cut the ops into checkpoint regions.
+
+    A region recomputes in one run, so its recomputed tensors (``recompute_bytes`` per op) are
+    alive together when the backward reaches it; a cut after op k makes the tensors crossing it
+    region inputs, alive until then, which costs the bytes the plan freed among them
+    (``cut_bytes[k]``). The cuts minimise the estimated extra peak, the largest region's
+    recomputation plus every cut's cost: for each bound on a region's recomputation (a geometric
+    grid between the largest single op's and the total) the cheapest cuts under it are found by
+    dynamic programming (a sliding-window minimum, linear in the ops), and the best bound is kept.
+    """
+    n = len(nodes)
+    total = sum(recompute_bytes)
+    cuts = [0, n] if total == 0 else _cheapest_cuts(recompute_bytes, cut_bytes, total)
+    position = {node.name: k for k, node in enumerate(nodes)}
     regions = []
     for start, stop in zip(cuts, cuts[1:]):
-        inside = {n.name for n in nodes[start:stop]}
-        inputs = dict.fromkeys(s.name for n in nodes[start:stop] for s in n.all_input_nodes
+        inside = {node.name for node in nodes[start:stop]}
+        inputs = dict.fromkeys(s.name for node in nodes[start:stop] for s in node.all_input_nodes
                                if s.name in position and s.name not in inside)
         outputs = tuple(sorted((name for name in inside if last_read[name] >= stop), key=position.__getitem__))
-        done_after = tuple(tuple(name for name in (*dict.fromkeys(s.name for s in n.all_input_nodes), n.name)
+        done_after = tuple(tuple(name for name in (*dict.fromkeys(s.name for s in node.all_input_nodes), node.name)
                                  if name in position and last_read[name] == k and name not in outputs)
-                           for k, n in enumerate(nodes[start:stop], start))
-        regions.append(Region(start, stop, tuple(inputs), outputs, checkpointed=bool(inside & recomputed),
-                              done_after=done_after))
+                           for k, node in enumerate(nodes[start:stop], start))
+        regions.append(Region(start, stop, tuple(inputs), outputs,
+                              checkpointed=any(recompute_bytes[start:stop]), done_after=done_after))
     return tuple(regions)
+
+
+_BOUNDS = 24
+"""Bounds on a region's recomputation tried by :func:`_regions`."""
+
+
+def _cheapest_cuts(recompute_bytes: Sequence[int], cut_bytes: Sequence[int], total: int) -> list[int]:
+    """Region boundaries (0, ..., n) minimising max region recomputation + total cut cost."""
+    n = len(recompute_bytes)
+    prefix = list(itertools.accumulate(recompute_bytes, initial=0))
+    smallest = max(recompute_bytes)
+    bounds = sorted({int(smallest * (total / smallest) ** (j / _BOUNDS)) for j in range(_BOUNDS + 1)} | {total})
+    best: tuple[float, list[int]] = (math.inf, [0, n])
+    for bound in bounds:
+        cost, starts = _cuts_under(prefix, cut_bytes, bound)
+        if cost + bound < best[0]:
+            best = (cost + bound, starts)
+    return best[1]
+
+
+def _cuts_under(prefix: Sequence[int], cut_bytes: Sequence[int], bound: int) -> tuple[float, list[int]]:
+    """The cheapest cuts such that no region recomputes more than ``bound`` bytes: ``f[b]`` is the
+    cheapest cost of cutting ops ``[0, b)`` into regions, a region ``[a, b)`` allowed when it
+    recomputes at most ``bound``; a region starting at ``a > 0`` pays ``cut_bytes[a - 1]``."""
+    n = len(prefix) - 1
+    f = [math.inf] * (n + 1)
+    start_of = [0] * (n + 1)
+    f[0] = 0.0
+    window: collections.deque[int] = collections.deque()  # region starts, by increasing entry cost
+    low = 0
+    for b in range(1, n + 1):
+        a = b - 1
+        entry = f[a] + (cut_bytes[a - 1] if a > 0 else 0)
+        while window and f[window[-1]] + (cut_bytes[window[-1] - 1] if window[-1] > 0 else 0) >= entry:
+            window.pop()
+        window.append(a)
+        while prefix[b] - prefix[low] > bound:
+            low += 1
+        while window and window[0] < low:
+            window.popleft()
+        if window:
+            first = window[0]
+            f[b] = f[first] + (cut_bytes[first - 1] if first > 0 else 0)
+            start_of[b] = first
+    if f[n] == math.inf:
+        return math.inf, [0, n]
+    starts, b = [n], n
+    while b > 0:
+        b = start_of[b]
+        starts.append(b)
+    return f[n], starts[::-1]

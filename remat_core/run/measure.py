@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from torch import nn
 STEP_WINDOW = "remat_core.step"
 """The profiler's ``record_function`` name around the measured step."""
 
+HANDOVER = "remat_core.gradient_handover"
+"""The profiler's ``record_function`` name around each gradient's hand-over (where its buffer is freed)."""
+
 
 @dataclass(frozen=True)
 class MeasuredStep:
@@ -35,8 +39,11 @@ class MeasuredStep:
     ----------
     peak : int
         Bytes allocated above the start of the step, at its highest.
+    peak_without_gradients : int or None
+        The same, leaving out the buffers of the parameter gradients (from their allocation to their
+        hand-over): what the activations alone took. None where the allocator cannot tell (CUDA).
     seconds : float
-        Wall time of a second, unprofiled run of the step.
+        Wall time of the fastest unprofiled run of the step.
     gradients : mapping of str to torch.Tensor
         Parameter name -> gradient (from the profiled run).
     how : str
@@ -44,14 +51,15 @@ class MeasuredStep:
     """
 
     peak: int
+    peak_without_gradients: int | None
     seconds: float
     gradients: Mapping[str, torch.Tensor]
     how: str
 
 
 def measure_step(step: Callable[[Mapping[str, torch.Tensor]], None], model: nn.Module,
-                 device: torch.device) -> MeasuredStep:
-    """Run ``step`` (one forward and backward of ``model``) twice: once for its peak and gradients, once timed.
+                 device: torch.device, timing_runs: int = 1, warm_up: bool = False) -> MeasuredStep:
+    """Run ``step`` (one forward and backward of ``model``): once for its peak and gradients, then timed.
 
     Parameters
     ----------
@@ -63,22 +71,32 @@ def measure_step(step: Callable[[Mapping[str, torch.Tensor]], None], model: nn.M
         Whose parameters receive the gradients and whose buffers are restored after each run.
     device : torch.device
         Where the step runs (CPU: profiler events; CUDA: the caching allocator's peak).
+    timing_runs : int
+        Unprofiled runs; the fastest is the step's time.
+    warm_up : bool
+        Run the step once first, unmeasured (a compiled step compiles on its first call).
     """
     parameters = {name: p for name, p in model.named_parameters() if p.requires_grad}
     gradients = {name: torch.zeros_like(p) for name, p in parameters.items()}
     buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
     with _gradients_handed_to(parameters, gradients):
-        peak, how = _peak_of(lambda: step(gradients), device, buffers, model)
-        started = time.perf_counter()
-        step(gradients)
-        _synchronize(device)
-        seconds = time.perf_counter() - started
-        _restore(model, buffers)
-    return MeasuredStep(peak=peak, seconds=seconds, gradients=gradients, how=how)
+        if warm_up:
+            step(gradients)
+            _restore(model, buffers)
+        peak, without_gradients, how = _peak_of(lambda: step(gradients), device, buffers, model)
+        seconds = math.inf
+        for _ in range(max(timing_runs, 1)):
+            started = time.perf_counter()
+            step(gradients)
+            _synchronize(device)
+            seconds = min(seconds, time.perf_counter() - started)
+            _restore(model, buffers)
+    return MeasuredStep(peak=peak, peak_without_gradients=without_gradients, seconds=seconds, gradients=gradients,
+                        how=how)
 
 
 def _peak_of(step: Callable[[], None], device: torch.device, buffers: Mapping[str, torch.Tensor],
-             model: nn.Module) -> tuple[int, str]:
+             model: nn.Module) -> tuple[int, int | None, str]:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -88,7 +106,7 @@ def _peak_of(step: Callable[[], None], device: torch.device, buffers: Mapping[st
         torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - before
         _restore(model, buffers)
-        return peak, "torch.cuda.max_memory_allocated"
+        return peak, None, "torch.cuda.max_memory_allocated"
     from torch.profiler import ProfilerActivity, profile, record_function
 
     with _quiet_stderr():  # kineto prints its start and stop on the C stderr
@@ -101,22 +119,36 @@ def _peak_of(step: Callable[[], None], device: torch.device, buffers: Mapping[st
         with _quiet_stderr():
             profiler.__exit__(None, None, None)
     _restore(model, buffers)
-    return _allocation_peak(profiler), "torch.profiler memory events"
+    return (*_allocation_peaks(profiler), "torch.profiler memory events")
 
 
-def _allocation_peak(profiler) -> int:
-    """Highest running sum of the CPU allocations recorded inside the step's window."""
+def _allocation_peaks(profiler) -> tuple[int, int]:
+    """Highest running sum of the CPU allocations recorded inside the step's window, with and without the
+    gradient buffers (an allocation whose buffer is freed when its gradient is handed over, and that free)."""
     window = next((node for node in _walk(profiler.profiler.kineto_results.experimental_event_tree())
                    if node.name == STEP_WINDOW), None)
     if window is None:
-        return 0
-    events = sorted((node.start_time_ns, node.extra_fields.alloc_size) for node in _walk(window.children)
+        return 0, 0
+    events = sorted((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr, node.id)
+                    for node in _walk(window.children)
                     if node.name == "[memory]" and str(node.extra_fields.device) == "cpu")
-    running = peak = 0
-    for _, size in events:
+    handed_over = {node.id for handover in _walk(window.children) if handover.name == HANDOVER
+                   for node in _walk(handover.children) if node.name == "[memory]"}
+    gradients: set[int] = set()
+    last_allocation: dict[int, int] = {}
+    for _, size, ptr, event in events:
+        if size > 0:
+            last_allocation[ptr] = event
+        elif event in handed_over and ptr in last_allocation:
+            gradients |= {event, last_allocation.pop(ptr)}
+    running = peak = activations = activation_peak = 0
+    for _, size, _, event in events:
         running += size
         peak = max(peak, running)
-    return peak
+        if event not in gradients:
+            activations += size
+            activation_peak = max(activation_peak, activations)
+    return peak, activation_peak
 
 
 def _walk(nodes) -> Iterator:
@@ -130,10 +162,13 @@ def _walk(nodes) -> Iterator:
 @contextlib.contextmanager
 def _gradients_handed_to(parameters: Mapping[str, nn.Parameter], store: Mapping[str, torch.Tensor]) -> Iterator[None]:
     """While open, each parameter's gradient is copied into ``store`` as soon as autograd writes it, then dropped."""
+    from torch.profiler import record_function
+
     def hand_over(name: str):
         def hook(parameter: torch.Tensor) -> None:
-            store[name].copy_(parameter.grad)
-            parameter.grad = None
+            with record_function(HANDOVER):
+                store[name].copy_(parameter.grad)
+                parameter.grad = None
         return hook
 
     handles = [p.register_post_accumulate_grad_hook(hand_over(name)) for name, p in parameters.items()]

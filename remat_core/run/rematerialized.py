@@ -2,7 +2,8 @@
 
 The returned module computes the same outputs and parameter gradients as the original; its forward
 runs the traced step's forward ops with the plan installed as selective activation checkpointing
-(:mod:`remat_core.run.forward`), so its training step holds what the plan promises. It shares the
+(:mod:`remat_core.run.forward`), or compiles them with ``torch.compile`` and the plan in Inductor's
+partitioner (:mod:`remat_core.run.compiled`), so its training step holds what the plan promises. It shares the
 original's parameters and buffers (the original is its ``module`` attribute), so an optimizer
 built on either trains both.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.fx.traceback as fx_traceback
@@ -28,17 +29,24 @@ from ..graph import ComputeGraph, format_bytes, parse_budget
 from ..schedule import Schedule, checkpoint_all_peak
 from ..solvers import solve
 from .decisions import plan_decisions
+from .compiled import check_compiler, compile_failure, compiled_step, partitioner_settings
+from .executor import ExecutionError
 from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
+from .report import Uncontrolled
 
 NOTICEABLE = 0.01
 """Tensors the plan frees that the caller keeps are worth a warning above this share of the planned peak."""
+
+MODULE_VIAS = ("sac", "compile")
+"""How :func:`rematerialize` installs a plan (the op-by-op replay computes its own gradients: no module)."""
 
 OUTPUT_TAG = "remat_output"
 """Key of ``node.meta["custom"]`` marking the alias of the model's i-th output tensor in the traced step."""
 
 
 def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "50%", solver: str = "rotor",
-                  loss: LossSetup | Callable[..., torch.Tensor] | None = None) -> "RematerializedModule":
+                  loss: LossSetup | Callable[..., torch.Tensor] | None = None, *,
+                  via: str = "sac") -> "RematerializedModule":
     """``module`` as a drop-in module whose training step follows a rematerialization plan.
 
     Parameters
@@ -56,6 +64,10 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
         The loss the plan is made for (its backward shapes the plan, its targets do not matter):
         a :class:`~remat_core.frontends.losses.LossSetup`, ``loss(output) -> scalar``, or None (a
         scalar output is the loss, otherwise the sum of every output element).
+    via : {"sac", "compile"}
+        How the plan is installed: selective activation checkpointing (eager), or ``torch.compile``
+        with the plan as Inductor's partitioner's knapsack (compiled on the first training forward;
+        on a CPU it needs a C++ compiler).
 
     Returns
     -------
@@ -69,6 +81,8 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
         For budget text that cannot be read, or a budget no schedule of the solver fits (below the
         lower bound, the message gives it).
     UnknownSolver, SolverOptionError
+    ExecutionError
+        For another ``via``, or ``compile`` without a working compiler.
 
     Examples
     --------
@@ -81,13 +95,18 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
     if not isinstance(module, nn.Module):
         raise TraceError(type(module).__name__, f"expected a torch.nn.Module, got {type(module).__name__}",
                          hint="wrap a function in an nn.Module whose forward calls it")
+    if via not in MODULE_VIAS:
+        raise ExecutionError(f"rematerialize installs a plan via {' or '.join(map(repr, MODULE_VIAS))}, not "
+                             f"{via!r}")
+    if via == "compile":
+        check_compiler()
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     tags = _OutputTags(loss)
     graph = trace_training_graph(module, inputs, LossSetup(tags.name, tags, tags.targets),
                                  name=type(module).__name__)
     schedule = solve(graph, parse_budget(budget, checkpoint_all_peak(graph)) if isinstance(budget, str) else budget,
                      solver)
-    return RematerializedModule(module, graph, schedule, tags)
+    return RematerializedModule(module, graph, schedule, tags, via)
 
 
 class RematerializedModule(nn.Module):
@@ -103,13 +122,17 @@ class RematerializedModule(nn.Module):
         The plan, as solved and simulated (``schedule.stats["peak"]``: the promised peak, weights included).
     program : ForwardProgram
         The forward ops and their checkpoint regions.
+    via : str
+        ``sac`` or ``compile``.
     """
 
-    def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags"):
+    def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags", via: str):
         super().__init__()
         self.module = module
         self.graph = graph
         self.schedule = schedule
+        self.via = via
+        self._compiled: Callable[..., tuple] | None = None
         binding = graph.attachments["fx_binding"]
         self._joint = graph.attachments["joint"]
         self._buffer_updates = dict(binding.buffer_updates)
@@ -117,18 +140,12 @@ class RematerializedModule(nn.Module):
                    for node in binding.graph_module.graph.nodes if OUTPUT_TAG in (node.meta.get("custom") or {})}
         self._outputs = [outputs[i] for i in range(len(outputs))]
         self._spec, self._constants = tags.spec, tags.constants
-        self.program: ForwardProgram = forward_program(plan_decisions(graph, schedule.ops),
-                                                       [*self._outputs, *self._buffer_updates.values()])
+        self._decisions = plan_decisions(graph, schedule.ops)
+        self.program: ForwardProgram = forward_program(self._decisions, [*self._outputs, *self._buffer_updates.values()])
         self._placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self._traced_training = module.training
         self._shapes = [(tuple(t.shape), t.dtype, t.device) for t in self._joint.inputs[:self._joint.num_model_inputs]]
-        extra = sum(u.bytes for u in self.program.uncontrolled)
-        planned = schedule.stats["peak"] - graph.pinned_bytes
-        if extra > NOTICEABLE * planned:
-            warnings.warn(f"rematerialize: {len(self.program.uncontrolled)} tensor(s) the plan frees are handed to "
-                          f"the caller and stay alive ({format_bytes(extra)} more than the planned "
-                          f"{format_bytes(planned)}): {', '.join(u.tensor for u in self.program.uncontrolled[:3])}",
-                          stacklevel=3)
+        self._warn_about(self.program.uncontrolled, stacklevel=4)
 
     def forward(self, *inputs: torch.Tensor) -> Any:
         if not torch.is_grad_enabled() or self.training != self._traced_training:
@@ -138,10 +155,38 @@ class RematerializedModule(nn.Module):
                         inputs=(*inputs, *self._joint.inputs[self._joint.num_model_inputs:]))
         values = dict(zip(self._placeholders, real_placeholder_values(joint, "run the rematerialized module",
                                                                       "pass real tensors")))
-        returned = run_forward(self.program, values)
+        returned = run_forward(self.program, values) if self.via == "sac" else self._run_compiled(values)
         write_buffer_updates(self.module, self._buffer_updates, returned)
         leaves = iter(returned[name] for name in self._outputs)
         return pytree.tree_unflatten([next(leaves) if c is _TENSOR else c for c in self._constants], self._spec)
+
+    def _run_compiled(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The forward through ``torch.compile``, compiled (the plan in Inductor's partitioner) on first use."""
+        arguments = [values[name] for name in self.program.placeholders]
+        if self._compiled is None:
+            function, knapsack = compiled_step(self.program, self._decisions)
+            try:
+                with partitioner_settings(knapsack):
+                    returned = function(*arguments)
+            except Exception as error:  # a failed compile raises torch's own wrappers of the cause
+                failure = compile_failure(error)
+                if failure is not None:
+                    raise failure from error
+                raise
+            self._compiled = function
+            self._warn_about(knapsack.uncontrolled, stacklevel=5)
+        else:
+            returned = self._compiled(*arguments)
+        return dict(zip(self.program.returns, returned))
+
+    def _warn_about(self, uncontrolled: Sequence[Uncontrolled], stacklevel: int) -> None:
+        """A warning when what the plan frees but the step keeps is more than a trifle of the planned peak."""
+        extra = sum(u.bytes for u in uncontrolled)
+        planned = self.schedule.stats["peak"] - self.graph.pinned_bytes
+        if extra > NOTICEABLE * planned:
+            warnings.warn(f"rematerialize: {len(uncontrolled)} tensor(s) the plan frees stay alive "
+                          f"({format_bytes(extra)} more than the planned {format_bytes(planned)}): "
+                          + "; ".join(f"{u.tensor}: {u.reason}" for u in uncontrolled[:3]), stacklevel=stacklevel)
 
     def _check(self, inputs: Sequence[Any]) -> None:
         got = [(tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else type(t).__name__

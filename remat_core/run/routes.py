@@ -32,8 +32,9 @@ from .measure import MeasuredStep, measure_step
 from .report import PEAK_TOLERANCE, VIAS, StepReport, Uncontrolled
 from .tensor_check import GRADIENT_TOLERANCE
 
+
 def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, seed: int = 0,
-               tolerance: float = GRADIENT_TOLERANCE) -> StepReport:
+               tolerance: float = GRADIENT_TOLERANCE, timing_runs: int = 1) -> StepReport:
     """Train the model behind ``graph`` one step with ``schedule``, the way ``via`` names, and measure it.
 
     Parameters
@@ -47,6 +48,12 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
         Seed of the random ops' streams.
     tolerance : float
         Relative gradient tolerance.
+    timing_runs : int
+        Timed runs of each step (the fastest counts).
+
+    Notes
+    -----
+    The eager step is measured once per graph, seed and state of the weights (kept on the graph).
 
     Raises
     ------
@@ -65,7 +72,9 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     simulated = schedule.simulation if schedule.simulation is not None else simulate(graph, schedule)
     decisions = plan_decisions(graph, schedule.ops)
     step = _TracedStep(decisions, seed)
-    eager = measure_step(step.runner(plan=False), step.model, step.device)
+    weights = tuple(p._version for p in step.model.parameters())  # an optimizer step changes them in place
+    eager = decisions.graph.memo(f"eager step, seed {seed}, weights {weights}, {timing_runs} timing runs",
+                                 lambda: measure_step(step.runner(plan=False), step.model, step.device, timing_runs))
     details: dict[str, Any] = {}
     uncontrolled: tuple[Uncontrolled, ...] = ()
     if via == "plan":
@@ -73,17 +82,17 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
 
         def replay(gradients: Mapping[str, torch.Tensor]) -> None:
             replays.append(execute(graph, schedule, seed=seed, gradients_into=gradients))
-        measured = measure_step(replay, step.model, step.device)
+        measured = measure_step(replay, step.model, step.device, timing_runs)
         held = replays[0]
         details = {"held_peak": held.peak - graph.pinned_bytes,
                    "memory_matches_simulator": held.memory == held.simulated_memory}
     elif via == "sac":
-        measured = measure_step(step.runner(plan=True), step.model, step.device)
+        measured = measure_step(step.runner(plan=True), step.model, step.device, timing_runs)
         uncontrolled = step.program.uncontrolled
         details = {"regions": len(step.program.regions), "checkpointed_regions": step.program.checkpointed_regions,
                    "plan_recompute_bursts": decisions.bursts}
     else:
-        measured, knapsack = _compiled(step)
+        measured, knapsack = _compiled(step, timing_runs)
         uncontrolled = tuple(knapsack.uncontrolled)
         details = {"knapsack_calls": knapsack.calls, "knapsack_saved": knapsack.saved,
                    "knapsack_recomputed": knapsack.recomputed}
@@ -98,6 +107,7 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
         reference="the eager step (same dropout masks)" if comparable else "none: the compiled step draws its own "
                                                                            "dropout masks",
         measured_peak=measured.peak, simulated_peak=simulated_peak, eager_peak=eager.peak,
+        peak_without_gradients=measured.peak_without_gradients,
         step_seconds=measured.seconds, eager_step_seconds=eager.seconds, peak_measure=measured.how,
         device=str(step.device), uncontrolled=uncontrolled, notes=notes, details=details)
 
@@ -117,8 +127,6 @@ class _TracedStep:
         placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self.values = dict(zip(placeholders, real_placeholder_values(joint, "train the model",
                                                                      "trace the model with real weights")))
-        self.placeholders = [name for name in placeholders if name in {a.name for n in self.program.nodes
-                                                                       for a in n.all_input_nodes}]
         self.device = next((v.device for v in self.values.values() if isinstance(v, torch.Tensor)),
                            torch.device("cpu"))
         self.has_random_ops = any(torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
@@ -137,33 +145,26 @@ class _TracedStep:
         returned[self.loss].backward()
 
 
-def _compiled(step: _TracedStep) -> tuple[MeasuredStep, Any]:
+def _compiled(step: _TracedStep, timing_runs: int) -> tuple[MeasuredStep, Any]:
     """The step through ``torch.compile`` with the plan as Inductor's knapsack: compiled on a first
     call, then measured."""
     from .compiled import compile_failure, compiled_step, partitioner_settings
 
     torch._dynamo.reset()  # or a step compiled for another plan is reused
-    function, knapsack = compiled_step(step.program, step.decisions, step.placeholders)
-    arguments = [step.values[name] for name in step.placeholders]
+    function, knapsack = compiled_step(step.program, step.decisions)
+    arguments = [step.values[name] for name in step.program.placeholders]
 
     def run(gradients: Mapping[str, torch.Tensor]) -> None:
         step.finish(dict(zip(step.program.returns, function(*arguments))))
 
-    buffers = {name: b.detach().clone() for name, b in step.model.named_buffers()}
     try:
         with partitioner_settings(knapsack):
-            run({})
+            return measure_step(run, step.model, step.device, timing_runs, warm_up=True), knapsack
     except Exception as error:  # a failed compile raises torch's own wrappers of the cause
         failure = compile_failure(error)
         if failure is not None:
             raise failure from error
         raise
-    with torch.no_grad():
-        for name, buffer in step.model.named_buffers():
-            buffer.copy_(buffers[name])
-    for parameter in step.model.parameters():
-        parameter.grad = None
-    return measure_step(run, step.model, step.device), knapsack
 
 
 def _max_difference(result: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor]) -> float:
@@ -191,10 +192,12 @@ def _notes(via: str, measured: MeasuredStep, simulated_peak: int, step: _TracedS
                          f"{why}")
     if via == "compile" and measured.peak > simulated_peak:
         gradient_bytes = sum(p.numel() * p.element_size() for p in step.model.parameters() if p.requires_grad)
+        without = "" if measured.peak_without_gradients is None else \
+            f" (without them the peak is {measured.peak_without_gradients:,} B)"
         notes.append(f"the compiled backward is one function that returns every parameter gradient at its end "
-                     f"({gradient_bytes:,} B of gradients alive together there), where the plan hands each over "
-                     f"as it is produced; and torch recomputes each dropped tensor once, where the plan may "
-                     f"recompute in stages")
+                     f"({gradient_bytes:,} B of gradients alive together there{without}), where the plan hands "
+                     f"each over as it is produced; and torch recomputes each dropped tensor once, where the plan "
+                     f"may recompute in stages")
     if not comparable:
         notes.append("gradients not compared: the compiled step draws its own dropout masks")
     return tuple(notes)
