@@ -34,7 +34,7 @@ from .executor import ExecutionError
 from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
 from .report import Uncontrolled
 
-NOTICEABLE = 0.01
+NOTICEABLE = 0.05
 """Tensors the plan frees that the caller keeps are worth a warning above this share of the planned peak."""
 
 MODULE_VIAS = ("sac", "compile")
