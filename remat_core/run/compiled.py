@@ -124,7 +124,8 @@ class PlanKnapsack(CustomKnapsackSolver):
         owners = self.decisions.graph.attachments["fx_binding"].storage.get(name, ())
         return node_label(self.decisions.graph, owners[0]) if owners else name
 
-    def _report_what_torch_saves_anyway(self, joint_graph: fx.Graph, node_info: Any, recompute: Sequence[fx.Node]) -> None:
+    def _report_what_torch_saves_anyway(self, joint_graph: fx.Graph, node_info: Any,
+                                        recompute: Sequence[fx.Node]) -> None:
         """Torch's next step, run here first: its final cut with our recomputations allowed. Each tensor
         it saves that the plan recomputes is uncontrolled."""
         from torch._functorch import config

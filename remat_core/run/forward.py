@@ -119,21 +119,7 @@ def forward_program(decisions: PlanDecisions, returns: Sequence[str]) -> Forward
     saved = frozenset(n.name for n in nodes if not freed_owners(n.name)
                       or any(decisions.of(o) == KEEP for o in binding.storage.get(n.name, ())))
     last_read = _last_reads(nodes, set(returns))
-    position = {n.name: k for k, n in enumerate(nodes)}
-    recompute_bytes = [0] * len(nodes)
-    crossing = [0] * (len(nodes) + 1)  # a difference array: bytes the plan frees that a cut after k keeps
-    spans: dict[str, list[int]] = {}
-    for node in nodes:
-        for owner in freed_owners(node.name):
-            span = spans.setdefault(owner, [position[node.name], position[node.name]])
-            span[1] = max(span[1], last_read[node.name] if node.name not in returns else span[1])
-    for owner, (first, last) in spans.items():
-        mem = graph.node(owner).mem
-        if decisions.of(owner) == RECOMPUTE:
-            recompute_bytes[first] += mem
-        crossing[first] += mem
-        crossing[last] -= mem
-    regions = _regions(nodes, last_read, recompute_bytes, list(itertools.accumulate(crossing))[:-1])
+    regions = _regions(nodes, last_read, *_region_costs(nodes, last_read, set(returns), freed_owners, decisions))
     uncontrolled = tuple(Uncontrolled(node_label(graph, owner), graph.node(owner).mem,
                                       "the plan frees it, but it is handed to the caller")
                          for name in dict.fromkeys(returns) for owner in freed_owners(name))
@@ -270,6 +256,30 @@ def _last_reads(nodes: Sequence[fx.Node], returns: set[str]) -> dict[str, int]:
             if source.name in position:
                 last_read[source.name] = max(last_read[source.name], k)
     return last_read
+
+
+def _region_costs(nodes: Sequence[fx.Node], last_read: Mapping[str, int], returns: set[str],
+                  freed_owners: Callable[[str], list[str]], decisions: PlanDecisions) -> tuple[list[int], list[int]]:
+    """Per op, the bytes of the tensors it computes that the plan recomputes; per cut after an op, the
+    bytes of the tensors crossing it that the plan frees (a region input stays alive). A tensor is
+    spanned from its first op to its last reader (a returned one is kept anyway: no span)."""
+    position = {n.name: k for k, n in enumerate(nodes)}
+    spans: dict[str, tuple[int, int]] = {}
+    for node in nodes:
+        here = position[node.name]
+        reach = here if node.name in returns else last_read[node.name]
+        for owner in freed_owners(node.name):
+            first, last = spans.get(owner, (here, here))
+            spans[owner] = (min(first, here), max(last, reach))
+    recompute_bytes = [0] * len(nodes)
+    crossing = [0] * (len(nodes) + 1)  # a difference array over the cuts
+    for owner, (first, last) in spans.items():
+        mem = decisions.graph.node(owner).mem
+        if decisions.of(owner) == RECOMPUTE:
+            recompute_bytes[first] += mem
+        crossing[first] += mem
+        crossing[last] -= mem
+    return recompute_bytes, list(itertools.accumulate(crossing))[:-1]
 
 
 def _regions(nodes: Sequence[fx.Node], last_read: Mapping[str, int], recompute_bytes: Sequence[int],

@@ -141,7 +141,8 @@ class RematerializedModule(nn.Module):
         self._outputs = [outputs[i] for i in range(len(outputs))]
         self._spec, self._constants = tags.spec, tags.constants
         self._decisions = plan_decisions(graph, schedule.ops)
-        self.program: ForwardProgram = forward_program(self._decisions, [*self._outputs, *self._buffer_updates.values()])
+        self.program: ForwardProgram = forward_program(self._decisions,
+                                                       [*self._outputs, *self._buffer_updates.values()])
         self._placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self._traced_training = module.training
         self._shapes = [(tuple(t.shape), t.dtype, t.device) for t in self._joint.inputs[:self._joint.num_model_inputs]]
