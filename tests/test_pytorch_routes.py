@@ -124,3 +124,20 @@ def test_compile_without_a_compiler_says_so():
                   env={"CXX": "/nonexistent/c++"})
     assert out.returncode == 2
     assert "C++ compiler" in out.stderr and "--via plan" in out.stderr and "internal error" not in out.stderr
+
+
+@pytest.mark.slow
+def test_compile_saves_a_random_op_it_would_redraw_and_says_so():
+    """Inductor turns dropout into seeded random numbers, which recompute to the same mask; with
+    ``fallback_random`` it keeps aten's dropout, whose recomputation would draw a new one: saved, reported."""
+    from torch._inductor import config
+
+    torch.manual_seed(0)
+    graph = trace_training_graph(DropoutNet().train(), torch.randn(16, 32))
+    schedule = solve(graph, memory_lower_bound(graph), "dtr")
+    with config.patch(fallback_random=True):
+        report = train_step(graph, schedule, "compile")
+    assert report.gradients_equal is None and "dropout masks" in report.reference
+    dropouts = [u for u in report.uncontrolled if "random op" in u.reason]
+    assert dropouts and all(u.bytes > 0 and "dropout" in u.tensor for u in dropouts)
+    assert report.summary()["uncontrolled_bytes"] == sum(u.bytes for u in report.uncontrolled)

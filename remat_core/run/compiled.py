@@ -10,15 +10,16 @@ of ours, every forward op of the compiled step runs inside
 ``torch.fx.traceback.annotate({"remat_node": name})``; the annotation survives Dynamo, AOTAutograd
 and Inductor's decompositions onto every node of the joint graph the partitioner sees.
 
-The knapsack decides among those ops only: torch's min cut still decides for the cheap ones
-(pointwise ops it recomputes when that saves bytes) and may save a tensor the plan frees. Before
-answering, the knapsack runs torch's final cut itself (``solve_min_cut`` with the same options) and
-reports each such tensor, and each op it could not match, as uncontrolled: saved, with its bytes.
+Torch asks the knapsack about some ops only, so it also tags the others with the plan's choice (see
+:class:`PlanKnapsack`). Before answering, it runs torch's final cut itself (``solve_min_cut`` with
+the same options) and reports each tensor the plan recomputes that torch saves anyway, and each op
+it could not match, as uncontrolled: saved, with its bytes.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, Callable, Sequence
 
 import torch
@@ -50,8 +51,11 @@ class PlanKnapsack(CustomKnapsackSolver):
     everything before it). So the knapsack also tags every other forward op of the joint graph with
     the plan's choice, as selective activation checkpointing tags them under ``torch.compile``
     (``node.meta["recompute"]``: ``MUST_SAVE`` or ``PREFER_RECOMPUTE``), and torch's final cut honours
-    the tags. Random ops are always saved: torch's partitioner only replays their RNG when it saw a
-    recomputable one before asking, so a recomputed dropout would draw a new mask.
+    the tags. Inductor turns dropout into random numbers drawn from saved seeds, which recompute to
+    the same mask, so those follow the plan; a random op it keeps as it is (aten's dropout, under
+    ``fallback_random``) is saved and reported: torch's partitioner replays its RNG only when it saw a
+    recomputable one before asking, so a recomputed one would draw a new mask. A multi-output op is
+    not tagged itself (a tuple is neither saved nor recomputed): its items share its decision.
 
     Attributes
     ----------
@@ -69,6 +73,7 @@ class PlanKnapsack(CustomKnapsackSolver):
         self.decisions = decisions
         self.calls = self.saved = self.recomputed = 0
         self.uncontrolled: list[Uncontrolled] = []
+        self._reported: set[str] = set()
 
     def __call__(self, memory: list[float], joint_graph: fx.Graph, max_memory: float, node_info: Any,
                  all_recomputable_banned_nodes: list[fx.Node]) -> tuple[list[int], list[int]]:
@@ -80,9 +85,10 @@ class PlanKnapsack(CustomKnapsackSolver):
             if node.op != "call_function" or not node_info.is_required_fw(node):
                 continue
             keep = self._keeps(node)
-            node.meta["recompute"] = CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
             if not keep:
                 recompute_nodes.add(node)
+            if isinstance(node.meta.get("val"), torch.Tensor):  # a tuple is neither saved nor recomputed: its items are
+                node.meta["recompute"] = CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
         save = [k for k, n in enumerate(all_recomputable_banned_nodes) if n not in recompute_nodes]
         recompute = [k for k, n in enumerate(all_recomputable_banned_nodes) if n in recompute_nodes]
         self.saved += sum(1 for n in joint_graph.nodes if n.meta.get("recompute") == CheckpointPolicy.MUST_SAVE)
@@ -105,20 +111,24 @@ class PlanKnapsack(CustomKnapsackSolver):
         return frozenset(n.name for n in self.program.nodes)
 
     def _keeps(self, node: fx.Node) -> bool:
-        """Whether the plan keeps ``node``'s value; ops the plan cannot speak for are kept and reported."""
+        """Whether the plan keeps ``node``'s value; ops the plan cannot speak for are kept and reported (once)."""
         name = _traced_name(node)
+        source = node.args[0] if node.target is operator.getitem else node  # an item shares its op's fate
         if name not in self._known:
-            self.uncontrolled.append(Uncontrolled(node.name, _bytes_of(node),
-                                                  "an op of the compiled step with no traced op behind it"))
+            self._report(node.name, source, "an op of the compiled step with no traced op behind it")
             return True
         if name in self.program.saved:
             return True
-        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-            self.uncontrolled.append(Uncontrolled(self._label(name), _bytes_of(node),
-                                                  "a random op: the compiled step would draw a new mask when "
-                                                  "recomputing it"))
+        if torch.Tag.nondeterministic_seeded in getattr(source.target, "tags", ()):
+            self._report(self._label(name), source, "a random op: the compiled step would draw a new mask when "
+                                                    "recomputing it")
             return True
         return False
+
+    def _report(self, tensor: str, source: fx.Node, reason: str) -> None:
+        if source.name not in self._reported:
+            self._reported.add(source.name)
+            self.uncontrolled.append(Uncontrolled(tensor, _bytes_of(source), reason))
 
     def _label(self, name: str) -> str:
         owners = self.decisions.graph.attachments["fx_binding"].storage.get(name, ())

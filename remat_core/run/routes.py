@@ -104,8 +104,8 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     return StepReport(
         via=via, gradients_equal=None if difference is None else difference <= tolerance * max(scale, 1e-12),
         max_grad_diff=difference, max_gradient=scale, tolerance=tolerance,
-        reference="the eager step (same dropout masks)" if comparable else "none: the compiled step draws its own "
-                                                                           "dropout masks",
+        reference=("none: the compiled step draws its own dropout masks" if not comparable else
+                   "the eager step (the same dropout masks)" if step.has_random_ops else "the eager step"),
         measured_peak=measured.peak, simulated_peak=simulated_peak, eager_peak=eager.peak,
         peak_without_gradients=measured.peak_without_gradients,
         step_seconds=measured.seconds, eager_step_seconds=eager.seconds, peak_measure=measured.how,
