@@ -235,7 +235,9 @@ def test_switching_solver_works(solver):
     outcome = solve_outcome(graph, solver, at.session_state[state.BUDGET], (), 1.0)  # the exact solve, waited for
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    if solver == "checkpoint-all":  # it never recomputes: infeasible under its peak, and says where it fits
+    if solver in ("checkpoint-all", "torch-partitioner"):
+        # Neither gets under the checkpoint-all peak of a chain (torch's partitioner recomputes what it drops in
+        # one go in the backward): infeasible, and each says where it fits
         assert outcome.schedule is None and not at.metric
         assert f"smallest feasible budget it knows is **{format_bytes(checkpoint_all_peak(graph))}**" in \
             at.warning[0].value
