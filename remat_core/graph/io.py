@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import GraphError
-from .compute_graph import GRAPH_FORMAT, ComputeGraph, Node
+from .compute_graph import GRAPH_FORMAT, MAX_NODE_BYTES, ComputeGraph, Node
 
 MAX_GRAPH_FILE_BYTES = 200 * 1024 * 1024
 """Larger graph files are refused rather than read into memory."""
@@ -202,7 +202,7 @@ def _whole_bytes(raw: Mapping[str, Any], field: str, where: str, fields: _NodeLi
     if value != int(value):
         raise GraphError(f"{where}: \"{field}\" must be a whole number of bytes ({fields.describe(field)}), got "
                          f"{value!r}")
-    return int(value)
+    return int(value) if value <= MAX_NODE_BYTES else value  # left as written for the graph's own size check
 
 
 def _cost(raw: Mapping[str, Any], field: str, where: str, fields: _NodeLinkFields) -> float:
