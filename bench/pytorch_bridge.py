@@ -245,9 +245,10 @@ def _result_cells(row: dict[str, Any], vias: list[str], width: int) -> list[str]
     for via in vias:
         result = row.get(via) or {"error": "not run"}
         if "error" in result:
-            peaks.append("timed out" if result.get("timed_out") else "failed")
+            error = result["error"]
+            peaks.append("not run" if not _measured(result) else "timed out" if result.get("timed_out") else "failed")
             times.append("")
-            equal.append(result["error"] if result.get("timed_out") else f"failed: {result['error']}")
+            equal.append(error if not _measured(result) or result.get("timed_out") else f"failed: {error}")
             continue
         peak = result["measured_peak"]
         peaks.append(f"{format_bytes(peak)} ({peak / simulated - 1:+.0%})")
