@@ -1,7 +1,7 @@
 """The rows of bench/pytorch_bridge.py on a CUDA GPU: one training step per plan and route, peaks from the allocator.
 
 Run: PYTHONPATH=$PWD .venv/bin/python bench/gpu_execute.py [--models resnet18,gpt2] [--vias plan,sac,compile]
-     [--budgets 70,50,30]
+     [--budgets 70,50,30] [--limit 300]
 
 Without a CUDA device it says so and exits 0. With one, each zoo model is built on the GPU at
 training-size batches, traced there, and measured as on the CPU, except that the peaks come from
@@ -50,6 +50,7 @@ def main() -> int:
     parser.add_argument("--vias", default=",".join(VIAS))
     parser.add_argument("--budgets", default="70,50,30")
     parser.add_argument("--timing-runs", type=int, default=3)
+    parser.add_argument("--limit", type=float, default=300, help="seconds per route; over it, recorded as timed out")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("gpu_execute: no CUDA device here (torch.cuda.is_available() is False); nothing to measure. "
@@ -60,7 +61,7 @@ def main() -> int:
     vias = args.vias.split(",")
     rows = run(args.models.split(","), vias, [int(b) for b in args.budgets.split(",")], args.timing_runs,
                lambda model: trace_on(device, model), GPU_MODELS,
-               ROOT / "docs" / "figures" / "pytorch-bridge-gpu.json", None)
+               ROOT / "docs" / "figures" / "pytorch-bridge-gpu.json", None, args.limit)
     out = ROOT / "docs" / "figures" / "pytorch-bridge-gpu.md"
     out.write_text(f"One training step on {torch.cuda.get_device_name(device)} (bench/gpu_execute.py).\n\n"
                    + table(rows, vias) + "\n")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -117,6 +118,11 @@ def test_execute_via_sac_prints_the_report_as_json():
 def test_a_budget_below_the_lower_bound_exits_3_with_the_bound():
     out = run_cli("mlp", "--batch", "4", "--budget", "1%", "--via", "sac")
     assert out.returncode == 3 and "lower bound of" in out.stderr
+    # the scale of a percent budget: where the lower bound and the weights lie on it
+    scale = re.search(r"the lower bound is (\d+)% of the checkpoint-all peak .*, the weights and inputs alone (\d+)%",
+                      out.stderr)
+    assert scale is not None, out.stderr
+    assert 1 < int(scale.group(1)) <= 100 and 0 < int(scale.group(2)) <= int(scale.group(1))
 
 
 def test_compile_without_a_compiler_says_so():

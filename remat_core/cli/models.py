@@ -8,9 +8,10 @@ import argparse
 import sys
 from collections import Counter
 
+from ..errors import InfeasibleBudget
 from ..graph import COST_MODELS, format_bytes
 from ..run import GRADIENT_TOLERANCE, VIAS, StepReport
-from ..schedule import checkpoint_all_peak
+from ..schedule import checkpoint_all_peak, memory_lower_bound
 from ..solvers import DEFAULT_SOLVER, solve
 from ._common import EXIT_INVALID_SCHEDULE, EXIT_OK, Command, budget_arg, option_args, print_json
 
@@ -108,7 +109,11 @@ def cmd_execute(args: argparse.Namespace) -> int:
     graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
                          options=option_args(args.option))
     budget = budget_arg(args.budget, graph)
-    schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **option_args(args.solver_option))
+    try:
+        schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **option_args(args.solver_option))
+    except InfeasibleBudget as refusal:
+        raise InfeasibleBudget(refusal.budget, refusal.smallest_feasible, refusal.solver,
+                               "; ".join(filter(None, [refusal.detail, _budget_scale(graph)]))) from refusal
     report = train_step(graph, schedule, args.via, tolerance=args.tolerance)
     if args.json:
         print_json({"graph": graph.name, "solver": args.solver, "budget": budget,
@@ -123,6 +128,14 @@ def cmd_execute(args: argparse.Namespace) -> int:
                          f"(largest gradient {report.max_gradient:.3g}, tolerance {args.tolerance:g} relative)\n")
         return EXIT_INVALID_SCHEDULE
     return EXIT_OK
+
+
+def _budget_scale(graph) -> str:
+    """A percent budget's scale: the lower bound and the weights and inputs as percents of the checkpoint-all peak
+    (weights cannot be rematerialized: at small batches they are most of the peak)."""
+    peak = checkpoint_all_peak(graph)
+    return (f"the lower bound is {memory_lower_bound(graph) / peak:.0%} of the checkpoint-all peak "
+            f"{format_bytes(peak)}, the weights and inputs alone {graph.pinned_bytes / peak:.0%}")
 
 
 def _print_step(graph: str, solver: str, budget: int, report: StepReport) -> None:
