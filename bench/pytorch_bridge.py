@@ -96,8 +96,8 @@ def run(models: list[str], vias: list[str], shares: list[int], timing_runs: int,
                     if _measured(kept.get(via)):
                         row[via] = kept[via]
                     elif via == "compile" and compile_timed_out:
-                        row[via] = {"error": f"not run: the compiled step took over {limit:.0f} s at {compile_timed_out}",
-                                    "timed_out": True}
+                        row[via] = {"error": f"not run: the compiled step took over {limit:.0f} s at "
+                                             f"{compile_timed_out}", "timed_out": True}
                     else:
                         row[via] = _measure(graph, schedule, via, timing_runs, limit)
                         if via == "compile" and row[via].get("timed_out"):
