@@ -62,7 +62,7 @@ def run(models: list[str], vias: list[str], shares: list[int], timing_runs: int,
     """Measure every row (``trace(model)`` gives its graph, traced at ``sizes[model]``) and write the
     results (and the table, when ``document`` is given). Routes already in ``out`` for the same sizes are
     kept unless ``redo``; each route has ``limit`` seconds."""
-    done = {} if redo else {_key(r): r for r in _read(out) if r.get("sizes") == sizes[r["model"]]}
+    done = {} if redo else {_key(r): r for r in _read(out) if r.get("sizes") == sizes.get(r["model"])}
     for model in models:
         wanted = [(share, label) for share in shares for label in ("ours", TORCH)]
         if all(_complete(done.get((model, -share, label)), vias) for share, label in wanted):
