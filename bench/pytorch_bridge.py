@@ -62,7 +62,7 @@ def run(models: list[str], vias: list[str], shares: list[int], timing_runs: int,
     """Measure every row (``trace(model)`` gives its graph, traced at ``sizes[model]``) and write the
     results (and the table, when ``document`` is given). Routes already in ``out`` for the same sizes are
     kept unless ``redo``; each route has ``limit`` seconds."""
-    done = {} if redo else {_key(r): r for r in _read(out) if r.get("sizes") == sizes[r["model"]]}
+    done = {} if redo else {_key(r): r for r in _read(out) if r.get("sizes") == sizes.get(r["model"])}
     for model in models:
         wanted = [(share, label) for share in shares for label in ("ours", TORCH)]
         if all(_complete(done.get((model, -share, label)), vias) for share, label in wanted):
@@ -96,8 +96,8 @@ def run(models: list[str], vias: list[str], shares: list[int], timing_runs: int,
                     if _measured(kept.get(via)):
                         row[via] = kept[via]
                     elif via == "compile" and compile_timed_out:
-                        row[via] = {"error": f"not run: the compiled step took over {limit:.0f} s at {compile_timed_out}",
-                                    "timed_out": True}
+                        row[via] = {"error": f"not run: the compiled step took over {limit:.0f} s at "
+                                             f"{compile_timed_out}", "timed_out": True}
                     else:
                         row[via] = _measure(graph, schedule, via, timing_runs, limit)
                         if via == "compile" and row[via].get("timed_out"):
