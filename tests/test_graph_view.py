@@ -160,6 +160,15 @@ def test_every_node_is_placed_once_and_layers_respect_edges(graph):
     assert_layered(graph, view, layered_layout(view))
 
 
+def test_parameters_over_a_forward_and_a_backward_reader_at_the_same_x_are_not_drawn_on_one_spot():
+    """Found by Hypothesis: a mirrored backward node can share its x with a forward one."""
+    nodes = [Node("p0", 0, 0.0, "param", True), Node("p1", 0, 0.0, "param", True), Node("n0", 0, 0.0, "backward"),
+             Node("n1", 0, 0.0, "forward"), Node("n2", 0, 0.0, "forward"), Node("n3", 0, 0.0, "forward")]
+    graph = ComputeGraph(nodes, [("p0", "n0"), ("p0", "n1"), ("n0", "n1"), ("p1", "n3")], outputs=["n1", "n2", "n3"])
+    view = full_view(graph)
+    assert_layered(graph, view, layered_layout(view))
+
+
 @settings(max_examples=25, deadline=None)
 @given(training_graphs())
 def test_training_graphs_lay_out_forward_left_to_right_and_backward_mirrored_below(graph):

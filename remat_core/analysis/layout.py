@@ -93,15 +93,17 @@ def layered_layout(view: GraphView, sweeps: int = ORDERING_SWEEPS) -> Layout:
     with_reader = reader >= 0
     span = int(layer.max(initial=0)) + 1
     column = band * span + layer
-    column[with_reader] = 3 * span + column[reader[with_reader]]  # a pinned column over each reader's column
     x[with_reader] = x[reader[with_reader]]
+    # one pinned column per x over the readers (a forward and a mirrored backward reader may share an x)
+    above, column[with_reader] = np.unique(x[with_reader], return_inverse=True)
+    column[with_reader] += 3 * span
     layer[with_reader] = layer[reader[with_reader]] - 1
     unread = np.flatnonzero(pinned & ~with_reader)
     if len(unread):  # read by nothing (a step counter): in columns left of the drawing, not one tall pile
         block = np.arange(len(unread)) // UNREAD_PER_COLUMN
         x[unread] = -1.0 - block
         layer[unread] = 0
-        column[unread] = 6 * span + block
+        column[unread] = 3 * span + len(above) + block
 
     y = _ordered_rows(column, order, earlier, later, sweeps)
     y = _stack_bands(y, band, column)
