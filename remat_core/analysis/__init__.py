@@ -10,13 +10,16 @@ from .comparison import LP_AVAILABLE, ComparisonRow, compare, lp_lower_bound, pa
 from .explain import (CHANGE_ORDER, OnceThreshold, TensorChange, describe_computation, describe_reason, explain_tensor,
     recomputed_tensors, schedule_diff, smallest_budget_computed_once)
 from .pareto import CurvePoint, ParetoCurve, curve_table, reported_gap, solve_point
+from .subgraph import module_subgraph
 from .summary import graph_summary, in_module, memory_by_module, module_groups
 from .views import MAX_DRAWN_NODES, GraphView, ViewNode, full_view, module_view, neighbourhood_view
-from .walkthrough import step_title, walkthrough_steps
+from .walkthrough import (RecursionWalk, WalkStep, call_title, describe_call, recursion_walk, step_title,
+    walk_step_title, walkthrough_steps)
 
 __all__ = ["CHANGE_ORDER", "compare", "ComparisonRow", "curve_table", "CurvePoint", "describe_computation",
            "describe_reason", "explain_tensor", "full_view", "graph_summary", "GraphView", "in_module",
-           "LP_AVAILABLE", "lp_lower_bound", "MAX_DRAWN_NODES", "memory_by_module", "module_groups",
+           "LP_AVAILABLE", "lp_lower_bound", "MAX_DRAWN_NODES", "memory_by_module", "module_groups", "module_subgraph",
            "module_view", "neighbourhood_view", "OnceThreshold", "pareto_optimal", "ParetoCurve",
-           "recomputed_tensors", "reported_gap", "schedule_diff", "smallest_budget_computed_once",
-           "solve_point", "step_title", "sweep_budgets", "TensorChange", "ViewNode", "walkthrough_steps"]
+           "recomputed_tensors", "RecursionWalk", "recursion_walk", "reported_gap", "schedule_diff", "smallest_budget_computed_once",
+           "solve_point", "step_title", "sweep_budgets", "TensorChange", "ViewNode", "walk_step_title", "WalkStep",
+           "walkthrough_steps", "call_title", "describe_call"]

@@ -11,8 +11,9 @@ import pkgutil
 
 from .api import DEFAULT_SOLVER, SweepRow, check_budget, solve, sweep
 from .base import REGISTRY, Option, SolverSpec, get_solver, register, solver_names
+from .recursion_trace import TRACED_SOLVERS, RecursionCall, RecursionTrace, trace_recursion
 
-_INFRASTRUCTURE = {"api", "base"}
+_INFRASTRUCTURE = {"api", "base", "recursion_trace"}
 _BASELINE_FIRST = "checkpoint_all"
 
 for _module in sorted((m.name for m in pkgutil.iter_modules(__path__)), key=lambda m: (m != _BASELINE_FIRST, m)):
@@ -25,5 +26,6 @@ def list_solvers() -> list[SolverSpec]:
     return list(REGISTRY.values())
 
 
-__all__ = ["DEFAULT_SOLVER", "Option", "REGISTRY", "SolverSpec", "SweepRow", "check_budget", "get_solver",
-           "list_solvers", "register", "solve", "solver_names", "sweep"]
+__all__ = ["DEFAULT_SOLVER", "Option", "REGISTRY", "RecursionCall", "RecursionTrace", "SolverSpec", "SweepRow",
+           "TRACED_SOLVERS", "check_budget", "get_solver", "list_solvers", "register", "solve", "solver_names", "sweep",
+           "trace_recursion"]
