@@ -1,43 +1,176 @@
-"""The Learn page's example graph, its solver choice, and which decomposition a recursive solver's
-frames refer to (its step-by-step DAG: :func:`explorer.figures.graph.lesson_dag`)."""
+"""The Learn page's lesson: its examples, the recursion it steps through, and the one step value every
+control drives.
+
+The lesson runs on a built-in example (a chain, a small residual net, a U-Net-like graph, each at a
+size the learner picks) or on one module of the loaded model. Walk-throughs are built once per
+(graph, solver, budget) and kept (:func:`lesson_walk`); the step is one integer in the session
+(:data:`STEP`), which Play, the buttons, the slider and clicks on the figures all set.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import time
+from dataclasses import dataclass
+from typing import Callable
 
 import streamlit as st
 
 from remat_core import ComputeGraph
+from remat_core.analysis import RecursionWalk, module_subgraph, recursion_walk
 from remat_core.graph import training_chain
+from remat_core.graph.generators import residual_training_net, unet_training_graph
+from remat_core.solvers import trace_recursion
 
-EXAMPLE_LAYERS = 6
-TEACHING_SOLVERS = ("treewidth", "pathwidth", "chen-sqrt", "rotor", "griewank", "dtr")
-"""The Learn page starts on the first of these that is registered (recursive solvers first)."""
+STEP = "learn_step"
+"""The step shown, 0-based: the one value Play, Previous/Next, the slider and figure clicks set."""
+STEP_SLIDER = "w_learn_step"
+"""The slider's own key (1-based); copied from :data:`STEP` before the slider is drawn."""
+PLAYING = "learn_playing"
+SPEED = "learn_speed"
+LAST_TICK = "learn_last_tick"
+PICKED_TENSOR = "learn_tensor"
+"""A tensor clicked on the graph: the page lists the calls that compute it."""
+CHART_GENERATION = "learn_chart_generation"
+"""Bumped after a click on a figure was handled: the figures get new keys, which clears their selection."""
+WALK = "learn_walk"
+"""Which walk-through :data:`STEP` counts in; a new one starts at step 0."""
+SPEEDS = (0.5, 1.0, 2.0, 4.0)
+"""Play speeds, in steps per second."""
+
+MAX_LESSON_NODES = 160
+"""Computed nodes a lesson graph may have: beyond, a step-by-step lesson has thousands of steps."""
+MAX_LESSON_COMPUTES = 6_000
+"""Compute ops a traced recursion may emit before the lesson refuses it (the recursion grows like n^log k)."""
+
+MODULE_EXAMPLE = "module"
 
 
-@st.cache_resource(show_spinner=False)
-def example_graph() -> ComputeGraph:
-    """A 6-layer chain's training graph, 1 MiB per activation."""
-    return training_chain(EXAMPLE_LAYERS, mem=2**20, name="learn-chain-6")
+@dataclass(frozen=True)
+class Example:
+    """A built-in lesson graph: what it is, its size knob and how to build it."""
+
+    title: str
+    about: str
+    size_name: str
+    default: int
+    low: int
+    high: int
+    build: Callable[[int], ComputeGraph]
 
 
-def learn_solver(names: list[str]) -> str:
-    """The solver the lesson opens with."""
-    return next((s for s in TEACHING_SOLVERS if s in names), next((s for s in names if s != "checkpoint-all"),
-                                                                   names[0]))
+EXAMPLES = {
+    "chain": Example("A chain", "the training graph of a chain of layers: each gradient reads the activation that "
+                     "entered its layer, so checkpoint-all keeps every activation until the backward pass reaches "
+                     "it", "layers", 12, 1, 40, lambda n: training_chain(n, mem=2**20, name=f"chain-{n}")),
+    "residual": Example("A small residual net", "a stem, residual blocks (conv, relu, conv, add the block's input) and "
+                        "a head, with its backward pass: the skip connections make the graph wider than a chain",
+                        "blocks", 3, 1, 8, lambda n: residual_training_net(n, mem=2**20)),
+    "unet": Example("A U-Net-like graph", "an encoder that halves the resolution, a decoder that doubles it and "
+                    "concatenates the encoder's output of the same level: long skip connections, the widest of "
+                    "the three", "levels", 2, 1, 4, lambda n: unet_training_graph(n, mem=4 * 2**20)),
+}
 
 
-def recursion_decomposition(solver: str, options: Mapping[str, Any]) -> dict[str, str]:
-    """The decompositions to draw for ``solver`` and which one its reasons' ``frame`` numbers refer to.
+@st.cache_resource(show_spinner=False, max_entries=24)
+def example_graph(kind: str, size: int) -> ComputeGraph:
+    """A built-in example at a size (cached: the same object each run, so walks and figures are reused)."""
+    return EXAMPLES[kind].build(size)
 
-    The separator recursion solvers number their frames by the bags of the decomposition they
-    recurse on: ``treewidth`` a tree decomposition (its ``heuristic`` option, default min_degree),
-    ``pathwidth`` a path decomposition (its ``method`` option, default best). Returns
-    ``{"tree": method, "path": method, "frame_of": kind}`` (``frame_of`` only for those two).
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def module_graph(graph_key: str, _graph: ComputeGraph, module: str) -> ComputeGraph:
+    """One module of the loaded model as a graph of its own (see :func:`remat_core.analysis.module_subgraph`).
+
+    Raises
+    ------
+    GraphError
+        For a module that computes nothing.
     """
-    methods = {"tree": str(options.get("heuristic", "min_degree")), "path": str(options.get("method", "best"))}
-    if solver == "treewidth":
-        methods["frame_of"] = "tree"
-    elif solver == "pathwidth":
-        methods["frame_of"] = "path"
-    return methods
+    del graph_key
+    return module_subgraph(_graph, module)
+
+
+def too_big(graph: ComputeGraph) -> str | None:
+    """Why ``graph`` is too big for a step-by-step lesson, or None."""
+    computed = sum(1 for n in graph.nodes if not n.pinned)
+    if computed > MAX_LESSON_NODES:
+        return (f"it computes {computed:,} tensors; a lesson steps through at most {MAX_LESSON_NODES} (pick a "
+                f"smaller module, or a built-in example)")
+    return None
+
+
+@st.cache_resource(show_spinner="Tracing the recursion…", max_entries=32)
+def lesson_walk(graph_key: str, _graph: ComputeGraph, solver: str, budget: int | None) -> RecursionWalk:
+    """The recursion of ``solver`` on the graph, call by call, simulated.
+
+    Raises
+    ------
+    SolverLimitExceeded
+        When the recursion passes :data:`MAX_LESSON_COMPUTES` computes (too long to step through).
+    """
+    del graph_key
+    return recursion_walk(_graph, trace_recursion(_graph, solver, budget, max_computes=MAX_LESSON_COMPUTES))
+
+
+# -- the one step value ------------------------------------------------------------------------------
+
+def start_walk(identity: tuple, steps: int) -> int:
+    """The step to show of the walk named ``identity`` (a new walk starts at 0), clamped to its ``steps``."""
+    state = st.session_state
+    if state.get(WALK) != identity:
+        state[WALK] = identity
+        state[STEP] = 0
+        state[PLAYING] = False
+        state.pop(PICKED_TENSOR, None)
+    state[STEP] = max(0, min(int(state.get(STEP, 0)), steps - 1))
+    state.setdefault(SPEED, 1.0)
+    return state[STEP]
+
+
+def go_to(step: int, steps: int, pause: bool = True) -> None:
+    """Show ``step`` (clamped); a manual move pauses Play."""
+    st.session_state[STEP] = max(0, min(int(step), steps - 1))
+    if pause:
+        st.session_state[PLAYING] = False
+
+
+def slider_moved() -> None:
+    """The slider's callback: its 1-based value becomes the step."""
+    st.session_state[STEP] = int(st.session_state[STEP_SLIDER]) - 1
+    st.session_state[PLAYING] = False
+
+
+def playing() -> bool:
+    return bool(st.session_state.get(PLAYING))
+
+
+def play_interval() -> float:
+    """Seconds between two steps at the chosen speed."""
+    return 1.0 / float(st.session_state.get(SPEED, 1.0))
+
+
+def tick(steps: int) -> None:
+    """While playing, advance one step per interval (a rerun for another reason does not advance); stop at the end."""
+    state = st.session_state
+    if not playing():
+        return
+    now = time.monotonic()
+    if now - state.get(LAST_TICK, 0.0) < 0.8 * play_interval():
+        return
+    state[LAST_TICK] = now
+    if state[STEP] >= steps - 1:
+        state[PLAYING] = False
+    else:
+        state[STEP] += 1
+
+
+def toggle_play(steps: int) -> None:
+    """Play from the current step (from the start when at the end), or pause."""
+    state = st.session_state
+    if playing():
+        state[PLAYING] = False
+        return
+    if state.get(STEP, 0) >= steps - 1:
+        state[STEP] = 0
+    state[PLAYING] = True
+    state[LAST_TICK] = time.monotonic()

@@ -1,5 +1,5 @@
-"""Pictures of the graph: the DAG of one view (every node, modules, a neighbourhood) and the Learn
-page's example DAG, as pyvis HTML cached by the graph's content hash."""
+"""Pictures of the graph: the DAG of one view (every node, modules, a neighbourhood), as pyvis HTML cached
+by the graph's content hash."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import streamlit as st
 
 from remat_core import ComputeGraph
 from remat_core.analysis import full_view, module_view, neighbourhood_view
-from remat_core.viz import RECOMPUTE_COLOR, dag_html
+from remat_core.viz import dag_html
 
 
 @st.cache_data(max_entries=24, show_spinner=False)
@@ -24,12 +24,3 @@ def dag_page(graph_key: str, _graph: ComputeGraph, level: str, depth: int, centr
     marked = view.view_ids_of(highlight)
     target = view.member_of.get(focus) if focus else None
     return dag_html(view, highlight=marked, focus=target), len(view.nodes)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def lesson_dag(graph_key: str, _graph: ComputeGraph, resident: tuple[str, ...], current: tuple[str, ...]) -> str:
-    """The example DAG with the resident tensors outlined and the ones just computed in orange."""
-    del graph_key
-    view = full_view(_graph)
-    return dag_html(view, highlight=set(resident) | set(current) if resident or current else (),
-                    colors={n: RECOMPUTE_COLOR for n in current}, height_px=280)

@@ -224,6 +224,11 @@ class RecursionWalk:
         return self.trace.calls
 
     @cached_property
+    def occurrence(self) -> tuple[int, ...]:
+        """Per op, which computation of its tensor it is (see :func:`remat_core.schedule.occurrences`)."""
+        return occurrences(simulation_of(self.schedule))
+
+    @cached_property
     def first_step(self) -> dict[int, int]:
         """Call index -> the step that opens it."""
         return {s.call: s.index for s in reversed(self.steps) if s.opens}
@@ -334,14 +339,12 @@ def _recomputations(schedule: Schedule, trace: RecursionTrace) -> tuple[tuple[Re
 # -- words ---------------------------------------------------------------------------------------------
 
 RULE_WORDS = {
-    "separator-request": "computes the separator bag's tensors of its subgraph in topological order, keeping "
-                         "each resident until the call ends; before each, it asks the child pieces for that "
-                         "tensor's inputs (one call per child), then passes what is left of its request to the "
-                         "children",
-    "separator-leaf": "works in a leaf bag: it computes its subgraph in topological order, freeing each tensor "
-                      "right after its last reader in the subgraph",
-    "fits-budget": "finds its subgraph fits the memory left, so it computes it in topological order without "
-                   "recursing further",
+    "separator-request": "computes its bag's tensors of the subgraph in order and keeps them until it ends; for "
+                         "each, it first asks the child pieces for its inputs, then hands the rest of its request "
+                         "to the children",
+    "separator-leaf": "works in a leaf bag: it computes the subgraph in order, freeing each tensor after its last "
+                      "reader",
+    "fits-budget": "finds the subgraph fits the memory left: it computes it in order without recursing",
 }
 """What a call does, by its rule."""
 
@@ -369,11 +372,12 @@ def describe_call(graph: ComputeGraph, walk: RecursionWalk, call: int) -> list[s
         asked.append(f"leave {listed([labels[t] for t in c.keep])} resident")
     if c.touch:
         asked.append(f"compute the outputs {listed([labels[t] for t in c.touch])}")
-    lines = [f"Asked to {' and '.join(asked) or 'do nothing'}. Its subgraph is the {len(names)} tensors not "
-             f"resident that this needs: {listed(names, 8)}."]
+    plural = "s" if len(names) != 1 else ""
+    lines = [f"Asked to {' and '.join(asked) or 'do nothing'}. Its subgraph: the {len(names)} tensor{plural} not "
+             f"resident that this needs ({listed(names, 8)})."]
     bag = [labels[t] for t in c.bag]
     lines.append(f"It {RULE_WORDS.get(c.rule, c.rule)}. Separator bag {c.frame}: {listed(bag, 8)}"
-                 + (f"; of its subgraph, it computes {listed([labels[t] for t in c.targets])} itself."
+                 + (f"; it computes {listed([labels[t] for t in c.targets])} itself."
                     if c.rule == "separator-request" else "."))
     again = walk.recomputations[call]
     if again:
@@ -381,11 +385,10 @@ def describe_call(graph: ComputeGraph, walk: RecursionWalk, call: int) -> list[s
         for r in again[:LISTED]:
             by = f"call {r.freed_by}" if r.freed_by is not None else "an earlier call"
             why = str((r.freed_reason or {}).get("text") or "freed")
-            reasons.append(f"{labels[r.tensor]} (freed by {by}: {why})")
+            reasons.append(f"{labels[r.tensor]} ({by}: {why})")
         more = f" and {len(again) - LISTED} more" if len(again) > LISTED else ""
         lines.append(f"It will recompute {len(again)} tensor{'s' if len(again) != 1 else ''} computed before and "
-                     f"freed, because only the separator bags of the open calls stay resident: "
-                     f"{'; '.join(reasons)}{more}.")
+                     f"freed since (only the bags of the open calls stay resident): {'; '.join(reasons)}{more}.")
     else:
         lines.append("Nothing in its subgraph was computed before: it recomputes nothing.")
     return lines
