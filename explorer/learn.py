@@ -24,9 +24,12 @@ from remat_core.solvers import trace_recursion
 STEP = "learn_step"
 """The step shown, 0-based: the one value Play, Previous/Next, the slider and figure clicks set."""
 STEP_SLIDER = "w_learn_step"
-"""The slider's own key (1-based); copied from :data:`STEP` before the slider is drawn."""
+"""The step slider's key prefix: one slider per step shown (:func:`slider_key`), drawn at that step."""
 PLAYING = "learn_playing"
-SPEED = "learn_speed"
+SPEED = "w_learn_speed"
+"""The speed picker's key (steps per second)."""
+TIMER = "learn_timer"
+"""(playing, speed) when the page last set the step fragment's timer."""
 LAST_TICK = "learn_last_tick"
 PICKED_TENSOR = "learn_tensor"
 """A tensor clicked on the graph: the page lists the calls that compute it."""
@@ -123,7 +126,6 @@ def start_walk(identity: tuple, steps: int) -> int:
         state[PLAYING] = False
         state.pop(PICKED_TENSOR, None)
     state[STEP] = max(0, min(int(state.get(STEP, 0)), steps - 1))
-    state.setdefault(SPEED, 1.0)
     return state[STEP]
 
 
@@ -134,10 +136,19 @@ def go_to(step: int, steps: int, pause: bool = True) -> None:
         st.session_state[PLAYING] = False
 
 
-def slider_moved() -> None:
-    """The slider's callback: its 1-based value becomes the step."""
-    st.session_state[STEP] = int(st.session_state[STEP_SLIDER]) - 1
-    st.session_state[PLAYING] = False
+def slider_key(step: int) -> str:
+    """The key of the slider drawn at ``step``. A new slider per step: a value the browser still reports for a
+    slider drawn at an earlier step (a rerun racing a click) belongs to no slider on the page and moves nothing."""
+    return f"{STEP_SLIDER}_{step}"
+
+
+def slider_moved(drawn_at: int) -> None:
+    """The callback of the slider drawn at step ``drawn_at``: its 1-based value becomes the step, unless another
+    control has moved the step since that slider was drawn (then the value is stale)."""
+    state = st.session_state
+    if state.get(STEP) == drawn_at:
+        state[STEP] = int(state[slider_key(drawn_at)]) - 1
+        state[PLAYING] = False
 
 
 def playing() -> bool:
@@ -146,7 +157,19 @@ def playing() -> bool:
 
 def play_interval() -> float:
     """Seconds between two steps at the chosen speed."""
-    return 1.0 / float(st.session_state.get(SPEED, 1.0))
+    return 1.0 / float(st.session_state.get(SPEED) or 1.0)
+
+
+def timer() -> float | None:
+    """The step fragment's timer for this run of the page (seconds between runs; None when paused), noted
+    so that :func:`timer_changed` can tell when Play, Pause or the speed needs it set again."""
+    st.session_state[TIMER] = (playing(), play_interval())
+    return play_interval() if playing() else None
+
+
+def timer_changed() -> bool:
+    """Whether Play, Pause or the speed changed since the page set the step fragment's timer."""
+    return st.session_state.get(TIMER) != (playing(), play_interval())
 
 
 def tick(steps: int) -> None:

@@ -231,7 +231,7 @@ def tensor_calls(tensor: str) -> None:
                                 "budget")
 
 
-st.fragment(walkthrough, run_every=learn.play_interval() if learn.playing() else None)()
+st.fragment(walkthrough, run_every=learn.timer())()
 
 # -- 4 · compare ----------------------------------------------------------------------------------------
 st.subheader("4 · The same graph, other schedules")

@@ -22,6 +22,8 @@ from remat_core.schedule import ordinal
 
 require_entry()
 
+PICKER = "w_why_tensor"
+
 st.title("Why recomputed?")
 graph = state.graph()
 summary = graph_summary(graph)
@@ -47,22 +49,23 @@ wanted = node_by_label(graph, str(asked)) if asked is not None else None  # a li
 if asked is not None and wanted not in ranked:
     st.warning(f"No computed tensor of this model is named {plain(asked)}; showing the most recomputed one. Pick "
                f"another below.")
-if wanted not in ranked:
-    wanted = ranked[0]
-st.session_state["w_why_tensor"] = wanted
-tensor = st.selectbox("Tensor", ranked, key="w_why_tensor",
-                      format_func=lambda n: f"{labels[n]} · computed {counts[n]}×")
+if wanted in ranked:
+    st.session_state[PICKER] = wanted  # named elsewhere: a link, the Timeline's Explain
+elif st.session_state.get(PICKER) not in ranked:
+    st.session_state[PICKER] = ranked[0]
+tensor = st.selectbox("Tensor", ranked, key=PICKER, format_func=lambda n: f"{labels[n]} · computed {counts[n]}×",
+                      on_change=lambda: st.session_state.update({state.WHY_TENSOR: st.session_state[PICKER]}))
 st.session_state[state.WHY_TENSOR] = tensor
 explanation = explain_tensor(graph, schedule, tensor)
 node = explanation.node
 st.caption(f"Link to this explanation: [{plain(labels[tensor])}]({why_url(state.model(), solver, budget, tensor)})",
            help=f"Opens this page on this tensor, solver and budget. Its id in the graph file: {tensor}")
 
-cols = st.columns(4)
-cols[0].metric("Computed", f"{explanation.times_computed}×")
-cols[1].metric("Size", format_bytes(node.mem))
-cols[2].metric("Kind", node.kind)
-cols[3].metric("Readers", len(explanation.readers))
+with st.container(horizontal=True, gap="large"):  # metrics wrap on a narrow screen rather than cut their values
+    st.metric("Computed", f"{explanation.times_computed}×", width="content")
+    st.metric("Size", format_bytes(node.mem), width="content")
+    st.metric("Kind", node.kind, width="content")
+    st.metric("Readers", len(explanation.readers), width="content")
 
 for computation in explanation.computations:
     with st.container(border=True):

@@ -6,6 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import learn
+from explorer.jobs import results
 from explorer.jobs.runner import stop_background_work
 
 TIMEOUT = 120
@@ -39,7 +40,11 @@ def assert_in_sync(at: AppTest, expected: int) -> None:
     """The step value, the text and the slider all say step ``expected`` (1-based)."""
     assert not at.exception, at.exception
     assert at.session_state[learn.STEP] + 1 == expected == shown_step(at)[0]
-    assert at.slider(key=learn.STEP_SLIDER).value == expected
+    assert step_slider(at).value == expected
+
+
+def step_slider(at: AppTest):
+    return next(s for s in at.slider if s.key.startswith(learn.STEP_SLIDER + "_"))
 
 
 def test_next_previous_end_start_and_the_slider_drive_one_step():
@@ -56,7 +61,7 @@ def test_next_previous_end_start_and_the_slider_drive_one_step():
     button(at, "learn_end").click().run()
     assert_in_sync(at, steps)
     assert button(at, "learn_next").disabled and button(at, "learn_end").disabled
-    at.slider(key=learn.STEP_SLIDER).set_value(5).run()
+    step_slider(at).set_value(5).run()
     assert_in_sync(at, 5)
     button(at, "learn_start").click().run()
     assert_in_sync(at, 1)
@@ -81,7 +86,7 @@ def test_a_one_step_walkthrough_has_no_slider_and_says_step_1_of_1():
     at.slider(key="w_learn_budget").set_value(at.slider(key="w_learn_budget").max).run()
     assert not at.exception, at.exception
     assert shown_step(at) == (1, 1)
-    assert not [s for s in at.slider if s.key == learn.STEP_SLIDER]
+    assert not [s for s in at.slider if s.key.startswith(learn.STEP_SLIDER + "_")]
     assert button(at, "learn_next").disabled and button(at, "learn_play").disabled
     at.number_input(key="w_learn_size_chain").set_value(1).run()  # checkpoint-all needs only the lower bound
     assert not at.exception and shown_step(at) == (1, 1)
@@ -99,3 +104,20 @@ def test_every_example_steps_through_both_recursions(example, recursion):
     k, n = shown_step(at)
     assert k == n > 1 and len(at.get("plotly_chart")) >= 5
     assert any("call 0" in c.value for c in at.caption)
+
+
+def test_the_lesson_does_not_wait_for_the_solvers_it_compares_with(monkeypatch):
+    real = results.solve_outcome
+    monkeypatch.setattr(results, "solve_outcome", lambda *args, **kwargs: None)  # as solves still running would
+    at = learn_page()
+    assert shown_step(at) == (1, shown_step(at)[1])
+    table = at.dataframe[0].value
+    assert list(table["peak"][1:]) == ["solving…", "solving…"] and "TW-Remat" in table["schedule"][0]
+    assert any("Solving in the background" in c.value for c in at.caption)
+    monkeypatch.setattr(results, "solve_outcome", real)
+    deadline = time.monotonic() + TIMEOUT
+    while "solving…" in list(at.run().dataframe[0].value["peak"]) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the solves run in the background workers
+    table = at.dataframe[0].value
+    assert not at.exception and "solving…" not in list(table["peak"])
+    assert list(table["schedule"]) == ["TW-Remat", "chen-sqrt", "checkmate-milp"]

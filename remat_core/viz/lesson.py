@@ -20,6 +20,7 @@ from ..analysis import full_view
 from ..graph import ComputeGraph, format_bytes, node_labels
 from ..schedule import Schedule, simulation_of
 from .dag import X_SPACING, Y_SPACING, layered_positions
+from .decomposition import BAG_COLOR
 from .palette import (BUDGET_COLOR, DIMMED_COLOR, GRID, HIGHLIGHT_COLOR, RECOMPUTE_COLOR, base_layout, kind_color,
                       plotly_text, unit_for)
 
@@ -208,6 +209,7 @@ def numbered_bags(figure: go.Figure) -> dict:
         if trace.get("name") == "bags":
             trace["text"] = [str(i) for i in range(len(trace["x"]))]
             trace["mode"] = "markers+text"
+            trace["marker"]["color"] = BAG_COLOR  # a frame is a frame: no widest-bag colour here
     return out
 
 
