@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -46,6 +47,14 @@ MAX_LESSON_COMPUTES = 6_000
 """Compute ops a traced recursion may emit before the lesson refuses it (the recursion grows like n^log k)."""
 
 MODULE_EXAMPLE = "module"
+RECURSIONS = ("treewidth", "pathwidth")
+MEMORY_MODES = ("pure", "budget")
+
+LESSON_PARAMS = ("example", "size", "recursion", "memory", "step")
+"""The Learn page's own URL parameters: a link opens the lesson on an example, size, recursion, memory mode
+and step (1-based), read once when a session opens the page (:func:`open_from_url`)."""
+URL_READ = "learn_url_read"
+URL_STEP = "learn_url_step"
 
 
 @dataclass(frozen=True)
@@ -117,12 +126,71 @@ def lesson_walk(graph_key: str, _graph: ComputeGraph, solver: str, budget: int |
 
 # -- the one step value ------------------------------------------------------------------------------
 
+def size_key(kind: str) -> str:
+    """The size picker's key of a built-in example."""
+    return f"w_learn_size_{kind}"
+
+
+def open_lesson() -> list[str]:
+    """Set the lesson's pickers: from the URL's :data:`LESSON_PARAMS` once per session, else their defaults
+    (the chain, at its default size, TW-Remat as the paper states it). Returns what the URL said that could
+    not be read (the page says so and keeps the defaults for those)."""
+    wrong = [] if st.session_state.get(URL_READ) else _from_url()
+    state = st.session_state
+    state.setdefault("w_learn_example", "chain")
+    for kind, example in EXAMPLES.items():
+        state.setdefault(size_key(kind), example.default)
+    state.setdefault("w_learn_recursion", RECURSIONS[0])
+    state.setdefault("w_learn_mode", MEMORY_MODES[0])
+    return wrong
+
+
+def _from_url() -> list[str]:
+    state = st.session_state
+    state[URL_READ] = True
+    given = {k: st.query_params[k] for k in LESSON_PARAMS if k in st.query_params}
+    wrong = []
+    example = given.get("example")
+    if example is not None:
+        if example in EXAMPLES or example == MODULE_EXAMPLE:
+            state["w_learn_example"] = example
+        else:
+            wrong.append(f"example={example} (one of {', '.join([*EXAMPLES, MODULE_EXAMPLE])})")
+    kind = state.get("w_learn_example", "chain")
+    if "size" in given and kind in EXAMPLES:
+        spec = EXAMPLES[kind]
+        if given["size"].isdigit() and spec.low <= int(given["size"]) <= spec.high:
+            state[size_key(kind)] = int(given["size"])
+        else:
+            wrong.append(f"size={given['size']} ({spec.size_name} from {spec.low} to {spec.high})")
+    for name, key, allowed in (("recursion", "w_learn_recursion", RECURSIONS), ("memory", "w_learn_mode",
+                                                                                  MEMORY_MODES)):
+        if name in given:
+            if given[name] in allowed:
+                state[key] = given[name]
+            else:
+                wrong.append(f"{name}={given[name]} (one of {', '.join(allowed)})")
+    if "step" in given:
+        if given["step"].isdigit() and int(given["step"]) >= 1:
+            state[URL_STEP] = int(given["step"]) - 1
+        else:
+            wrong.append(f"step={given['step']} (a step number from 1)")
+    return wrong
+
+
+def lesson_url(kind: str, size: int | None, recursion: str, memory: str, step: int) -> str:
+    """A link that opens the Learn page on this lesson state (``step`` 0-based; ``size`` None for a module)."""
+    params = {"example": kind, "size": size, "recursion": recursion, "memory": memory, "step": step + 1}
+    return "/learn?" + urlencode({k: v for k, v in params.items() if v is not None})
+
+
 def start_walk(identity: tuple, steps: int) -> int:
-    """The step to show of the walk named ``identity`` (a new walk starts at 0), clamped to its ``steps``."""
+    """The step to show of the walk named ``identity`` (a new walk starts at 0, or at the step a link named),
+    clamped to its ``steps``."""
     state = st.session_state
     if state.get(WALK) != identity:
         state[WALK] = identity
-        state[STEP] = 0
+        state[STEP] = state.pop(URL_STEP, 0)
         state[PLAYING] = False
         state.pop(PICKED_TENSOR, None)
     state[STEP] = max(0, min(int(state.get(STEP, 0)), steps - 1))
@@ -197,3 +265,39 @@ def toggle_play(steps: int) -> None:
         state[STEP] = 0
     state[PLAYING] = True
     state[LAST_TICK] = time.monotonic()
+
+
+# -- clicks on the figures -------------------------------------------------------------------------------
+
+def follow_click(walk: RecursionWalk, on_graph, on_tree, on_timeline) -> bool:
+    """Act on a click on the lesson's figures (their ``st.plotly_chart`` selections); True if there was one.
+
+    A tensor: remember it (the page lists the calls that compute it) and go to the first of them. A bag
+    of the separator tree: go to the first call that works in it (a toast says when none does). A point
+    of the memory timeline: go to the step holding that op.
+    """
+    steps = len(walk.steps)
+    tensor = next((p.get("customdata") for p in _points(on_graph) if isinstance(p.get("customdata"), str)), None)
+    if tensor is not None:
+        st.session_state[PICKED_TENSOR] = tensor
+        found = walk.computing_steps.get(tensor)
+        if found:
+            go_to(found[0], steps)
+        return True
+    bag = next((p.get("customdata") for p in _points(on_tree) if isinstance(p.get("customdata"), int)), None)
+    if bag is not None:
+        first = walk.first_call_in_frame(bag)
+        if first is None:
+            st.toast(f"No call works in bag {bag}: nothing below it was needed when the recursion got there.")
+        else:
+            go_to(walk.first_step[first], steps)
+        return True
+    op = next((p.get("x") for p in _points(on_timeline) if isinstance(p.get("x"), (int, float))), None)
+    if op is not None:
+        go_to(walk.step_of_op(int(op)), steps)
+        return True
+    return False
+
+
+def _points(event) -> list[dict]:
+    return list(event.selection.points) if event and event.selection else []

@@ -27,10 +27,15 @@ st.title("Learn")
 st.caption("How the recursions of Kumar et al., *Efficient Rematerialization for Deep Networks* (NeurIPS 2019), "
            "trade compute for memory, one call at a time.")
 
+unread = learn.open_lesson()
+if unread:
+    st.warning(f"This link's lesson settings were not understood: {plain('; '.join(unread))}. The page opened on its "
+               f"defaults for those.")
+
 # -- 1 · the example ---------------------------------------------------------------------------------
 st.subheader("1 · The graph")
 choices = [*learn.EXAMPLES, learn.MODULE_EXAMPLE]
-kind = st.segmented_control("Example", choices, default="chain", required=True, key="w_learn_example",
+kind = st.segmented_control("Example", choices, required=True, key="w_learn_example",
                             format_func=lambda k: learn.EXAMPLES[k].title if k in learn.EXAMPLES
                             else "A module of your model")
 model_graph = state.graph()
@@ -52,8 +57,7 @@ if kind == learn.MODULE_EXAMPLE:
     about = f"module **{plain(module)}** of {plain(model_graph.name)}, forward and backward"
 else:
     example = learn.EXAMPLES[kind]
-    size = st.number_input(f"Size ({example.size_name})", example.low, example.high, example.default,
-                           key=f"w_learn_size_{kind}")
+    size = st.number_input(f"Size ({example.size_name})", example.low, example.high, key=learn.size_key(kind))
     graph = learn.example_graph(kind, int(size))
     about = example.about
 problem = learn.too_big(graph)
@@ -104,9 +108,9 @@ st.markdown(
     "after. Then it hands the rest of its request to the children. A tensor freed by one call and needed by a "
     "later one is computed again: that is the recomputation the recursion pays for its memory.")
 controls = st.columns(2)
-solver = controls[0].segmented_control("Recursion", list(RECURSIONS), default="treewidth", required=True,
+solver = controls[0].segmented_control("Recursion", learn.RECURSIONS, required=True,
                                        key="w_learn_recursion", format_func=RECURSIONS.get)
-mode = controls[1].segmented_control("Memory", ["pure", "budget"], default="pure", required=True,
+mode = controls[1].segmented_control("Memory", learn.MEMORY_MODES, required=True,
                                      key="w_learn_mode",
                                      format_func={"pure": "As the paper states it",
                                                   "budget": "Stop where it fits a budget"}.get)
@@ -173,45 +177,16 @@ def walkthrough() -> None:
     with timeline_column:
         on_timeline = st.plotly_chart(timeline, key=f"learn_timeline_{generation}", on_select="rerun",
                                       selection_mode="points", config={"displayModeBar": False})
-    st.caption("The graph: this call's subgraph in colour, its separator bag ringed in amber, what this step "
+    link = learn.lesson_url(kind, None if kind == learn.MODULE_EXAMPLE else int(size), solver, mode, at)
+    st.caption(f"[Link to this step]({link}) · The graph: this call's subgraph in colour, its separator bag ringed in amber, what this step "
                "computes starred. The separator tree: this call's bag in amber, the open calls' bags ringed. "
                "Memory: after this step, this call's ops shaded. Click a tensor for the calls that compute it, a bag "
                "for the first call in it, the timeline for the step of that op.")
     if picked is not None:
         tensor_calls(picked)
-    if clicked(on_graph, on_tree, on_timeline):
+    if learn.follow_click(walk, on_graph, on_tree, on_timeline):
         st.session_state[learn.CHART_GENERATION] = generation + 1
         st.rerun(scope="fragment")
-
-
-def clicked(on_graph, on_tree, on_timeline) -> bool:
-    """Act on a click: a tensor lists its calls and jumps to the first; a bag jumps to its first call; a
-    point of the timeline to the step of that op."""
-    steps = len(walk.steps)
-    tensor = next((p.get("customdata") for p in points(on_graph) if p.get("customdata") in labels), None)
-    if tensor is not None:
-        st.session_state[learn.PICKED_TENSOR] = tensor
-        found = walk.computing_steps.get(tensor)
-        if found:
-            learn.go_to(found[0], steps)
-        return True
-    bag = next((p.get("customdata") for p in points(on_tree) if isinstance(p.get("customdata"), int)), None)
-    if bag is not None:
-        first = walk.first_call_in_frame(bag)
-        if first is None:
-            st.toast(f"No call works in bag {bag}: nothing below it was needed when the recursion got there.")
-        else:
-            learn.go_to(walk.first_step[first], steps)
-        return True
-    op = next((p.get("x") for p in points(on_timeline) if isinstance(p.get("x"), (int, float))), None)
-    if op is not None:
-        learn.go_to(walk.step_of_op(int(op)), steps)
-        return True
-    return False
-
-
-def points(event) -> list[dict]:
-    return list(event.selection.points) if event and event.selection else []
 
 
 def tensor_calls(tensor: str) -> None:

@@ -121,3 +121,24 @@ def test_the_lesson_does_not_wait_for_the_solvers_it_compares_with(monkeypatch):
     table = at.dataframe[0].value
     assert not at.exception and "solving…" not in list(table["peak"])
     assert list(table["schedule"]) == ["TW-Remat", "chen-sqrt", "checkmate-milp"]
+
+
+def test_a_link_opens_the_lesson_on_its_example_recursion_and_step_and_says_what_it_could_not_read():
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update({"example": "residual", "size": "2", "recursion": "pathwidth", "step": "5"})
+    at.run()
+    at.switch_page("pages/learn.py").run()
+    assert not at.exception, at.exception
+    assert at.segmented_control(key="w_learn_example").value == "residual"
+    assert at.segmented_control(key="w_learn_recursion").value == "pathwidth"
+    assert at.number_input(key="w_learn_size_residual").value == 2
+    assert_in_sync(at, 5)
+    link = next(c.value for c in at.caption if "Link to this step" in c.value)
+    assert "example=residual" in link and "size=2" in link and "recursion=pathwidth" in link and "step=5" in link
+    bad = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    bad.query_params.update({"example": "lstm", "step": "zero"})
+    bad.run()
+    bad.switch_page("pages/learn.py").run()
+    assert not bad.exception and shown_step(bad)[0] == 1
+    said = " ".join(w.value for w in bad.warning)
+    assert "example=lstm" in said and "step=zero" in said

@@ -42,9 +42,10 @@ def walk_figures(walk_key: tuple, _graph: ComputeGraph, _walk: RecursionWalk, bu
 
 
 def step_figures(figures: WalkFigures, graph: ComputeGraph, walk: RecursionWalk, step: WalkStep,
-                 picked: str | None) -> tuple[dict, dict, dict]:
+                 picked: str | None) -> tuple[dict, ...]:
     """The graph, separator tree and timeline at ``step``: the call's subgraph, its bag, what is resident,
-    what the step computes; the open calls' frames; the cursor after the step, the call's ops shaded."""
+    what the step computes; the open calls' frames; the cursor after the step, the call's ops shaded.
+    Each carries the step in ``layout.meta`` (:func:`stamped`)."""
     call = walk.calls[step.call]
     resident = walk.schedule.simulation.resident_after(graph, step.last_op)
     drawn = figures.graph.at(subgraph=call.subgraph, bag=call.bag, resident=resident, computed=dict(step.computed),
@@ -52,4 +53,10 @@ def step_figures(figures: WalkFigures, graph: ComputeGraph, walk: RecursionWalk,
     frames = [walk.calls[c].frame for c in walk.ancestors(call.index)]
     tree = separator_tree_at(figures.tree, open_frames=frames, frame=call.frame)
     timeline = timeline_at(figures.timeline, graph, walk.schedule, step.last_op, span=(call.first_op, call.end_op))
-    return drawn, tree, timeline
+    return tuple(stamped(f, step.index) for f in (drawn, tree, timeline))
+
+
+def stamped(figure: dict, step: int) -> dict:
+    """The figure with the step it shows in ``layout.meta`` (plotly keeps it on the drawn chart: a browser
+    test or benchmark can tell when a chart shows a step)."""
+    return {"data": figure["data"], "layout": {**figure["layout"], "meta": {"step": step}}}

@@ -1,0 +1,102 @@
+"""How fast does the Learn page show the next step? Chromium against ``streamlit run``, Next clicked.
+
+Serves the app on 127.0.0.1 (``--port``), opens the Learn page in Debian's chromium (playwright), lets
+the page settle, clicks Next a few times to warm it, then times each of ``--clicks`` Next clicks from
+the click until the page shows the new step: the "Step k of n" text says k and the graph, the separator
+tree and the memory timeline all carry step k (``layout.meta``, set by
+:func:`explorer.figures.lesson.stamped`). Prints the median, the quartiles and the slowest, with the
+machine's load average (the machine may be shared). Goal: a median under 300 ms.
+
+Run: PYTHONPATH=$PWD .venv/bin/python bench/learn_latency.py [--port 8769] [--clicks 30] [--example chain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+GOAL_MS = 300.0
+SHOWN = """k => {
+  const text = [...document.querySelectorAll('p')].map(p => p.innerText).find(t => /^Step \\d+ of \\d+/.test(t));
+  if (!text || Number(text.match(/^Step (\\d+)/)[1]) !== k) return false;
+  const steps = [...document.querySelectorAll('.js-plotly-plot')].map(g => g.layout && g.layout.meta && g.layout.meta.step)
+    .filter(s => s !== undefined);
+  return steps.length === 3 && steps.every(s => s === k - 1);
+}"""
+
+
+def serve(port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as answer:
+                if answer.read().decode().strip() == "ok":
+                    return process
+        except OSError:
+            time.sleep(0.3)
+    process.terminate()
+    raise RuntimeError(f"streamlit did not answer on port {port} within 90 s")
+
+
+def measure(port: int, clicks: int, warm: int, example: str | None) -> list[float]:
+    """Milliseconds from each Next click until the page shows the new step."""
+    timings = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        tab = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
+        tab.goto(f"http://127.0.0.1:{port}/learn")
+        tab.wait_for_function(SHOWN, arg=1, timeout=120_000)
+        if example:
+            tab.get_by_role("radio", name=example).click()
+            tab.wait_for_timeout(3000)
+            tab.wait_for_function(SHOWN, arg=1, timeout=120_000)
+        tab.locator('[class*="st-key-learn_timeline_"]').scroll_into_view_if_needed()  # draw every chart
+        tab.wait_for_function(SHOWN, arg=1, timeout=120_000)
+        tab.wait_for_timeout(3000)  # the comparison's solves land and the page settles
+        for k in range(2, 2 + warm + clicks):
+            start = time.perf_counter()
+            tab.get_by_role("button", name="Next").click()
+            tab.wait_for_function(SHOWN, arg=k, timeout=60_000, polling="raf")
+            if k >= 2 + warm:
+                timings.append((time.perf_counter() - start) * 1e3)
+            tab.wait_for_timeout(200)
+        browser.close()
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8769)
+    parser.add_argument("--clicks", type=int, default=30)
+    parser.add_argument("--warm", type=int, default=5)
+    parser.add_argument("--example", default=None, help="an example's title (default: the chain)")
+    args = parser.parse_args()
+    server = serve(args.port)
+    try:
+        timings = measure(args.port, args.clicks, args.warm, args.example)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    q1, median, q3 = statistics.quantiles(timings, n=4)
+    load = os.getloadavg()
+    print(f"Next -> new step shown, {len(timings)} clicks after {args.warm} to warm: median {median:.0f} ms "
+          f"(quartiles {q1:.0f}-{q3:.0f} ms, slowest {max(timings):.0f} ms); goal {GOAL_MS:.0f} ms: "
+          f"{'met' if median < GOAL_MS else 'missed'}. Load average {load[0]:.1f} on {os.cpu_count()} cores.")
+
+
+if __name__ == "__main__":
+    main()
