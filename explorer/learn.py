@@ -22,6 +22,8 @@ from remat_core.graph import training_chain
 from remat_core.graph.generators import residual_training_net, unet_training_graph
 from remat_core.solvers import trace_recursion
 
+from .figures.lesson import WalkFigures
+
 STEP = "learn_step"
 """The step shown, 0-based: the one value Play, Previous/Next, the slider and figure clicks set."""
 STEP_SLIDER = "w_learn_step"
@@ -204,6 +206,12 @@ def go_to(step: int, steps: int, pause: bool = True) -> None:
         st.session_state[PLAYING] = False
 
 
+def step_by(delta: int, steps: int) -> None:
+    """Move ``delta`` steps from the step shown (Previous, Next): clicks sent faster than the page answers
+    each move one step."""
+    go_to(int(st.session_state.get(STEP, 0)) + delta, steps)
+
+
 def slider_key(step: int) -> str:
     """The key of the slider drawn at ``step``. A new slider per step: a value the browser still reports for a
     slider drawn at an earlier step (a rerun racing a click) belongs to no slider on the page and moves nothing."""
@@ -269,22 +277,22 @@ def toggle_play(steps: int) -> None:
 
 # -- clicks on the figures -------------------------------------------------------------------------------
 
-def follow_click(walk: RecursionWalk, on_graph, on_tree, on_timeline) -> bool:
-    """Act on a click on the lesson's figures (their ``st.plotly_chart`` selections); True if there was one.
+def follow_click(walk: RecursionWalk, figures: WalkFigures, on_graph, on_tree, on_timeline) -> bool:
+    """Act on a click on the lesson's charts (their ``st.echarts_chart`` selections); True if there was one.
 
     A tensor: remember it (the page lists the calls that compute it) and go to the first of them. A bag
     of the separator tree: go to the first call that works in it (a toast says when none does). A point
     of the memory timeline: go to the step holding that op.
     """
     steps = len(walk.steps)
-    tensor = next((p.get("customdata") for p in _points(on_graph) if isinstance(p.get("customdata"), str)), None)
+    tensor = next((figures.graph.tensor_at(i) for i in _picked(on_graph, figures.graph.nodes_series_index)), None)
     if tensor is not None:
         st.session_state[PICKED_TENSOR] = tensor
         found = walk.computing_steps.get(tensor)
         if found:
             go_to(found[0], steps)
         return True
-    bag = next((p.get("customdata") for p in _points(on_tree) if isinstance(p.get("customdata"), int)), None)
+    bag = next(iter(_picked(on_tree, figures.tree.nodes_series_index)), None)
     if bag is not None:
         first = walk.first_call_in_frame(bag)
         if first is None:
@@ -292,12 +300,16 @@ def follow_click(walk: RecursionWalk, on_graph, on_tree, on_timeline) -> bool:
         else:
             go_to(walk.first_step[first], steps)
         return True
-    op = next((p.get("x") for p in _points(on_timeline) if isinstance(p.get("x"), (int, float))), None)
+    op = next((figures.timeline.op_at(i) for i in _picked(on_timeline, figures.timeline.steps_series_index)), None)
     if op is not None:
-        go_to(walk.step_of_op(int(op)), steps)
+        go_to(walk.step_of_op(op), steps)
         return True
     return False
 
 
-def _points(event) -> list[dict]:
-    return list(event.selection.points) if event and event.selection else []
+def _picked(event, series: int) -> list[int]:
+    """The data indices a chart's selection picked in series ``series``."""
+    if not event or not event.selection:
+        return []
+    return [i for group in event.selection.selected if group.get("series_index") == series
+            for i in group.get("data_indices", ())]

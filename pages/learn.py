@@ -5,7 +5,7 @@ import streamlit as st
 
 from explorer import learn, state
 from explorer.figures.decompositions import decomposition
-from explorer.figures.lesson import GRAPH_HEIGHT, step_figures, walk_figures
+from explorer.figures.lesson import GRAPH_HEIGHT, TIMELINE_HEIGHT, TREE_HEIGHT, step_figures, walk_figures
 from explorer.frame import require_entry
 from explorer.jobs.results import solve_outcome
 from explorer.widgets.stepper import step_controls
@@ -15,7 +15,7 @@ from remat_core import RematError, memory_lower_bound
 from remat_core.analysis import (call_title, describe_call, describe_reason, module_groups, walk_step_title)
 from remat_core.graph import format_bytes, node_labels
 from remat_core.schedule import checkpoint_all_peak, describe_op
-from remat_core.viz import compute_counts_figure, memory_curves_figure, path_strip_figure, tree_of_bags_figure
+from remat_core.viz import LEGEND, compute_counts_figure, memory_curves_figure, path_strip_figure, tree_of_bags_figure
 
 require_entry()
 
@@ -154,10 +154,11 @@ def walkthrough() -> None:
     picked = st.session_state.get(learn.PICKED_TENSOR)
     drawn, tree_at, timeline = step_figures(figures, graph, walk, step, picked)
     generation = st.session_state.setdefault(learn.CHART_GENERATION, 0)
+    shown = f"at step {at + 1} of {len(walk.steps)}"  # the charts' accessible names: a reader can tell the step
     graph_column, text_column = st.columns([3, 2])
     with graph_column:
-        on_graph = st.plotly_chart(drawn, key=f"learn_graph_{generation}", on_select="rerun",
-                                   selection_mode="points", config={"displayModeBar": False})
+        on_graph = st.echarts_chart(drawn, key=f"learn_graph_{generation}", on_select="rerun", height=GRAPH_HEIGHT,
+                                    theme=None, alt=f"The graph {shown}")
     with text_column, st.container(height=GRAPH_HEIGHT, border=True):
         st.markdown(f"**{plain(walk_step_title(graph, walk, step))}**")
         st.caption(f"{plain(call_title(graph, walk, call.index))} · memory now {format_bytes(step.memory)} · peak "
@@ -172,19 +173,19 @@ def walkthrough() -> None:
             st.caption(f"· … and {len(step.ops) - OPS_LISTED} more ops")
     tree_column, timeline_column = st.columns([2, 3])
     with tree_column:
-        on_tree = st.plotly_chart(tree_at, key=f"learn_separators_{generation}", on_select="rerun",
-                                  selection_mode="points", config={"displayModeBar": False})
+        on_tree = st.echarts_chart(tree_at, key=f"learn_separators_{generation}", on_select="rerun",
+                                   height=TREE_HEIGHT, theme=None, alt=f"The separator tree {shown}")
     with timeline_column:
-        on_timeline = st.plotly_chart(timeline, key=f"learn_timeline_{generation}", on_select="rerun",
-                                      selection_mode="points", config={"displayModeBar": False})
+        on_timeline = st.echarts_chart(timeline, key=f"learn_timeline_{generation}", on_select="rerun",
+                                       height=TIMELINE_HEIGHT, theme=None, alt=f"The memory timeline {shown}")
     link = learn.lesson_url(kind, None if kind == learn.MODULE_EXAMPLE else int(size), solver, mode, at)
-    st.caption(f"[Link to this step]({link}) · The graph: this call's subgraph in colour, its separator bag ringed in amber, what this step "
-               "computes starred. The separator tree: this call's bag in amber, the open calls' bags ringed. "
-               "Memory: after this step, this call's ops shaded. Click a tensor for the calls that compute it, a bag "
-               "for the first call in it, the timeline for the step of that op.")
+    st.caption(f"[Link to this step]({link}) · The graph: " + ", ".join(f"{what}: {mark}" for what, mark in LEGEND)
+               + ". The separator tree: this call's bag in amber, the open calls' bags ringed. Memory: after this "
+                 "step, this call's ops shaded. Click a tensor for the calls that compute it, a bag for the first "
+                 "call in it, a point of the timeline for the step of that op.")
     if picked is not None:
         tensor_calls(picked)
-    if learn.follow_click(walk, on_graph, on_tree, on_timeline):
+    if learn.follow_click(walk, figures, on_graph, on_tree, on_timeline):
         st.session_state[learn.CHART_GENERATION] = generation + 1
         st.rerun(scope="fragment")
 

@@ -11,6 +11,12 @@ import pytest
 from test_browser import RENDER_TIMEOUT_MS, assert_no_error, wait_rendered
 from test_browser import app_url, page  # noqa: F401  (fixtures)
 
+from explorer import learn as learn_state
+from remat_core.graph import node_labels
+from remat_core.solvers import trace_recursion
+from remat_core.viz import SeparatorTreeChart
+from remat_core.viz.lesson import MARGIN
+
 pytestmark = pytest.mark.browser
 
 LIVE_SLIDERS = """[...document.querySelectorAll('[data-testid="stSlider"] input[type="range"]')]
@@ -19,6 +25,7 @@ LIVE_SLIDERS = """[...document.querySelectorAll('[data-testid="stSlider"] input[
 READ_STEP = """() => {
   const text = [...document.querySelectorAll('p')].map(p => p.innerText).find(t => /^Step \\d+ of \\d+/.test(t));
   const sliders = """ + LIVE_SLIDERS + """;
+  if (!text) return {k: null, n: null, slider: null, sliders: sliders.length};  // the page is being redrawn
   const [k, n] = text.match(/^Step (\\d+) of (\\d+)/).slice(1).map(Number);
   return {k, n, slider: sliders.length ? Number(sliders[sliders.length - 1].value) : null,
           sliders: sliders.length};
@@ -81,28 +88,34 @@ def test_next_previous_end_home_and_play_move_one_step(learn):
 def test_a_click_on_a_bag_opens_the_first_call_in_it(learn):
     tab = learn
     wait_for_step(tab, 1)
-    chart = tab.locator('[class*="st-key-learn_separators_"]')
-    chart.scroll_into_view_if_needed()  # charts below the fold are drawn when they come into view
-    chart.locator(".js-plotly-plot").wait_for(timeout=RENDER_TIMEOUT_MS)
-    # a child of the root bag in the separator tree (the top call opens calls in both)
-    target = chart.evaluate("""box => {
-      const gd = box.querySelector('.js-plotly-plot');
-      const bags = gd._fullData.find(t => t.name === 'bags');
-      const ring = gd._fullData.find(t => t.name === "this call's bag");
-      const i = bags.y.findIndex(y => Math.abs(y - (ring.y[0] - 1)) < 1e-9);
-      const L = gd._fullLayout, frame = gd.getBoundingClientRect();
-      return {bag: bags.customdata[i], x: frame.left + L._size.l + L.xaxis.d2p(bags.x[i]),
-              y: frame.top + L._size.t + L.yaxis.d2p(bags.y[i])};
-    }""")
-    tab.mouse.move(target["x"] - 4, target["y"] - 4)
-    tab.mouse.move(target["x"], target["y"], steps=3)  # plotly picks the point under the pointer on hover
-    tab.mouse.down()
-    tab.mouse.up()
+    chart = tab.locator('[class*="st-key-learn_separators_"] canvas').first
+    chart.scroll_into_view_if_needed()
+    chart.wait_for(timeout=RENDER_TIMEOUT_MS)
+    bag, x, y = child_of_the_root(chart.bounding_box())
+    tab.mouse.click(x, y)
     tab.wait_for_function("bag => [...document.querySelectorAll('strong')].some(s => new RegExp(`opens in bag ${bag}\\\\b`)"
-                          ".test(s.innerText))", arg=target["bag"], timeout=RENDER_TIMEOUT_MS)
+                          ".test(s.innerText))", arg=bag, timeout=RENDER_TIMEOUT_MS)
     wait_rendered(tab)
     now = step_of(tab)
     assert now["k"] > 1 and now["k"] == now["slider"]
+
+
+def child_of_the_root(box: dict) -> tuple[int, float, float]:
+    """A bag one level below the root of the default lesson's separator tree (the top call opens calls in
+    both children), and where it is drawn in a chart at ``box``: the chart's grid is the box less
+    :data:`remat_core.viz.lesson.MARGIN` on each side, its hidden axes span the option's ``min``..``max``."""
+    chain = learn_state.EXAMPLES["chain"]
+    graph = chain.build(chain.default)
+    trace = trace_recursion(graph, "treewidth")
+    option = SeparatorTreeChart(trace.decomposition.bags, trace.separators.parent, trace.separators.root,
+                                node_labels(graph)).at()
+    points = option["series"][SeparatorTreeChart.nodes_series_index]["data"]
+    root = points[trace.separators.root]["value"]
+    bag = next(b for b, p in enumerate(points) if abs(p["value"][1] - (root[1] - 1)) < 1e-9)
+    (x0, x1), (y0, y1) = ((option[a]["min"], option[a]["max"]) for a in ("xAxis", "yAxis"))
+    x, y = points[bag]["value"]
+    width, height = box["width"] - 2 * MARGIN, box["height"] - 2 * MARGIN
+    return bag, box["x"] + MARGIN + (x - x0) / (x1 - x0) * width, box["y"] + MARGIN + (y1 - y) / (y1 - y0) * height
 
 
 def test_a_one_step_walkthrough_says_step_1_of_1_without_a_slider(learn):

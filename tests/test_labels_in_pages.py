@@ -62,6 +62,8 @@ def shown_text(at: AppTest) -> list[str]:
         proto = getattr(node, "proto", None)
         if kind == "plotly_chart":
             found.extend(figure_text(json.loads(proto.spec)))
+        elif kind == "echarts_chart":
+            found.extend(echarts_text(json.loads(proto.spec)))
         elif kind == "iframe" or (kind == "unknown" and proto is not None and getattr(proto, "srcdoc", "")):
             found.extend(re.findall(r'"label": "([^"]*)"', getattr(proto, "srcdoc", "")))
         elif kind == "dataframe":
@@ -94,6 +96,24 @@ def figure_text(spec: dict) -> list[str]:
     texts += [str(a.get("text", "")) for a in layout.get("annotations", [])]
     for axis in ("xaxis", "yaxis"):
         texts += [str(v) for v in layout.get(axis, {}).get("categoryarray", []) or []]
+    return texts
+
+
+def echarts_text(option: dict) -> list[str]:
+    """An ECharts option's texts: titles, legends, axis names, series and item names, labels, tooltips (but
+    their ``id: ...`` lines, which are details)."""
+    texts = []
+
+    def visit(value, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                visit(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                visit(v, key)
+        elif isinstance(value, str) and key in ("text", "name", "formatter", "data"):
+            texts.extend(part for part in value.split("<br/>") if not part.startswith("id: "))
+    visit(option)
     return texts
 
 

@@ -102,7 +102,7 @@ def test_every_example_steps_through_both_recursions(example, recursion):
     assert not at.warning, [w.value for w in at.warning]
     button(at, "learn_end").click().run()
     k, n = shown_step(at)
-    assert k == n > 1 and len(at.get("plotly_chart")) >= 5
+    assert k == n > 1 and len(at.get("echarts_chart")) == 3
     assert any("call 0" in c.value for c in at.caption)
 
 

@@ -24,13 +24,13 @@ def step_controls(steps: int) -> int:
     with st.container(horizontal=True, vertical_alignment="center", gap="small"):
         st.button("Start", icon=":material/first_page:", key="learn_start", on_click=learn.go_to,
                   args=(0, steps), disabled=at == 0, help="The first step")
-        st.button("Previous", icon=":material/chevron_left:", key="learn_back", on_click=learn.go_to,
-                  args=(at - 1, steps), disabled=at == 0, shortcut="Left", help="One step back (←)")
+        st.button("Previous", icon=":material/chevron_left:", key="learn_back", on_click=learn.step_by,
+                  args=(-1, steps), disabled=at == 0, shortcut="Left", help="One step back (←)")
         st.button("Pause" if learn.playing() else "Play", key="learn_play", type="primary",
                   icon=":material/pause:" if learn.playing() else ":material/play_arrow:", disabled=steps < 2,
                   on_click=learn.toggle_play, args=(steps,), help="Step forward on a timer, at the speed on the right")
         st.button("Next", icon=":material/chevron_right:", icon_position="right", key="learn_next",
-                  on_click=learn.go_to, args=(at + 1, steps), disabled=at >= last, shortcut="Right",
+                  on_click=learn.step_by, args=(1, steps), disabled=at >= last, shortcut="Right",
                   help="One step forward (→)")
         st.button("End", icon=":material/last_page:", icon_position="right", key="learn_end", on_click=learn.go_to,
                   args=(last, steps), disabled=at >= last, help="The last step")

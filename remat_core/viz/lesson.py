@@ -1,12 +1,17 @@
-"""The Learn page's figures: the graph with one recursion call drawn on it, the separator tree with the
-open calls' frames, and several schedules of one graph compared (memory over steps, computations per
-tensor).
+"""The Learn page's figures: the graph with one recursion call drawn on it, the separator tree with the open
+calls' frames, the memory timeline at a step (ECharts options), and several schedules of one graph
+compared (plotly figures).
 
-A step of a walk-through must redraw fast (a Next click), so the step figures are built once per
-walk-through as plotly dicts and patched per step: :class:`LessonGraph` keeps the layout, edges and
-node styles of the graph and gives the figure at a step (:meth:`LessonGraph.at`);
-:func:`separator_tree_at` outlines frames on a separator tree built once. Clickable: tensors carry
-their node id in ``customdata`` (trace :data:`TENSORS`), bags their index (trace ``"bags"``).
+A step of a walk-through must redraw fast (a Next click). The three step figures are Apache ECharts
+option dicts (plain JSON: the app draws them with ``st.echarts_chart``, which updates a keyed chart in
+place, on a canvas, where a plotly chart is mounted again for every new figure). Each is laid out once
+per walk-through by a class whose ``at`` method gives the option at one step: :class:`LessonGraph`,
+:class:`SeparatorTreeChart`, :class:`TimelineChart`. Clicks come back as ECharts selections (series
+index and data indices): :meth:`LessonGraph.tensor_at`, the bag index itself, and
+:meth:`TimelineChart.op_at` turn them into a tensor, a bag and an op.
+
+Texts the charts show (labels, titles) are plain text in ECharts; tooltips are HTML, so names from
+files are escaped there (:func:`tooltip_text`).
 """
 
 from __future__ import annotations
@@ -14,136 +19,122 @@ from __future__ import annotations
 import math
 from typing import Collection, Mapping, Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis import full_view
 from ..graph import ComputeGraph, format_bytes, node_labels
-from ..schedule import Schedule, simulation_of
+from ..schedule import Schedule, describe_op, memory_by_kind, occurrences, simulation_of
 from .dag import X_SPACING, Y_SPACING, layered_positions
-from .decomposition import BAG_COLOR
-from .palette import (BUDGET_COLOR, DIMMED_COLOR, GRID, HIGHLIGHT_COLOR, RECOMPUTE_COLOR, base_layout, kind_color,
-                      plotly_text, unit_for)
+from .decomposition import BAG_COLOR, tree_layout
+from .palette import (BUDGET_COLOR, CURSOR_COLOR, DIMMED_COLOR, FONT_FAMILY, GRID, HIGHLIGHT_COLOR, RECOMPUTE_COLOR,
+                      base_layout, kind_color, plotly_text, unit_for)
+from .timeline import drawn_steps
 
-TENSORS = "tensors"
-"""The graph figure's node trace: ``customdata`` holds each node's id."""
-COMPUTED = "computed in this step"
-CALL_EDGES = "edges of this call"
 RESIDENT_COLOR = "#222222"
 FIRST_COMPUTE_COLOR = "#222222"
 BAG_RING = 4
 RESIDENT_RING = 2
 SOLVER_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2")
+MARGIN = 24
+"""Pixels around a graph's or a tree's drawing (its grid's ``left``, ``top``, ``right``, ``bottom``)."""
+NODES_SERIES = "tensors"
+"""The graph's clickable series: one point per tensor, in graph order."""
+STEPS_SERIES = "steps"
+"""The timeline's clickable series: one point per drawn op."""
+
+LEGEND = (("subgraph of this call", "● in colour"), ("separator bag, kept resident", "amber ring"),
+          ("resident", "dark ring"), ("computed in this step", "dark ★"), ("recomputed in this step", "orange ★"),
+          ("outside the call", "grey"), ("pinned (parameters, inputs)", "■"))
+"""What the graph's marks mean (the page writes it beside the chart)."""
+
+
+def tooltip_text(*lines: str) -> str:
+    """Lines for an ECharts tooltip, which reads HTML and ``{...}`` templates: names from files escaped."""
+    return "<br/>".join(plotly_text(line).replace("{", "&#123;").replace("}", "&#125;") for line in lines)
+
+
+def _base(**option) -> dict:
+    return {"animation": False, "textStyle": {"fontFamily": FONT_FAMILY}, "tooltip": {"trigger": "item",
+                                                                                      "confine": True}, **option}
 
 
 class LessonGraph:
-    """The graph laid out once (left to right, as the Graph page draws it), drawn per step as a plotly dict.
+    """The graph laid out once (left to right, folded at the loss), drawn per step as an ECharts option.
 
     Parameters
     ----------
     graph : ComputeGraph
-    height : int
-        Pixels.
     """
 
-    def __init__(self, graph: ComputeGraph, height: int = 380):
-        self.graph = graph
+    def __init__(self, graph: ComputeGraph):
         labels = node_labels(graph)
         positions = folded_positions(graph)
         self.ids = list(graph.ids)
-        self.x = [positions[i][0] for i in self.ids]
-        self.y = [positions[i][1] for i in self.ids]
-        self.where = {i: k for k, i in enumerate(self.ids)}
         self.labels = [labels[i] for i in self.ids]
+        self.where = {i: k for k, i in enumerate(self.ids)}
         largest = max(graph.mem, default=0) or 1
-        self.sizes = [9 + 15 * math.sqrt(m / largest) for m in graph.mem]
+        self.nodes = [{"name": labels[n.id], "value": list(positions[n.id]), "symbol": "rect" if n.pinned else "circle",
+                       "symbolSize": round(10 + 14 * math.sqrt(n.mem / largest), 1),
+                       "tooltip": {"formatter": tooltip_text(
+                           labels[n.id], f"{n.kind}{' (pinned)' if n.pinned else ''} · {format_bytes(n.mem)}",
+                           f"id: {n.id}")}} for n in graph.nodes]
         self.colors = [kind_color(n.kind) for n in graph.nodes]
-        self.symbols = ["square" if n.pinned else "circle" for n in graph.nodes]
         self.pinned = {n.id for n in graph.nodes if n.pinned}
-        self.edges = list(graph.edges)
-        hover = [plotly_text(f"{labels[n.id]}\n{n.kind}{' (pinned)' if n.pinned else ''} · {format_bytes(n.mem)}"
-                             f"\nid: {n.id}").replace("\n", "<br>") for n in graph.nodes]
-        self.hover = hover
-        xs, ys = self._segments(self.edges)
-        self.layout = base_layout(
-            height=height, showlegend=True, dragmode="pan", clickmode="event+select", hovermode="closest",
-            margin={"l": 10, "r": 10, "t": 10, "b": 10},
-            legend={"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0, "xanchor": "left",
-                    "font": {"size": 11}, "itemclick": False, "itemdoubleclick": False},
-            xaxis={"visible": False}, yaxis={"visible": False})
-        self.base_edges = {"type": "scatter", "x": xs, "y": ys, "mode": "lines", "name": "edges",
-                           "line": {"color": "#d0d0d0", "width": 1}, "hoverinfo": "skip", "showlegend": False}
-        self.legend = [_legend_marker("subgraph of this call", "circle", "#4e79a7", None),
-                       _legend_marker("separator bag (kept resident)", "circle", "white", HIGHLIGHT_COLOR, BAG_RING),
-                       _legend_marker("resident", "circle", "white", RESIDENT_COLOR, RESIDENT_RING),
-                       _legend_marker("computed in this step", "star", FIRST_COMPUTE_COLOR, None),
-                       _legend_marker("recomputed in this step", "star", RECOMPUTE_COLOR, None),
-                       _legend_marker("outside the call", "circle", DIMMED_COLOR, None)]
+        self.edges = [(self.where[u], self.where[v]) for u, v in graph.edges]
+        self.axes = _hidden_axes([p for p in positions.values()])
 
-    def _segments(self, edges: Collection[tuple[str, str]]) -> tuple[list, list]:
-        xs: list = []
-        ys: list = []
-        for u, v in edges:
-            a, b = self.where[u], self.where[v]
-            xs += [self.x[a], self.x[b], None]
-            ys += [self.y[a], self.y[b], None]
-        return xs, ys
+    def tensor_at(self, index: int) -> str | None:
+        """The node id of data index ``index`` of the tensors' series (a click's selection)."""
+        return self.ids[index] if 0 <= index < len(self.ids) else None
 
     def at(self, *, subgraph: Collection[str] = (), bag: Collection[str] = (), resident: Collection[str] = (),
            computed: Mapping[str, int] | None = None, selected: str | None = None) -> dict:
-        """The figure at one step.
+        """The option at one step.
 
         Parameters
         ----------
         subgraph : collection of str
-            The call's subgraph: drawn in colour (with the pinned tensors), everything else dimmed;
-            empty: nothing dimmed.
+            The call's subgraph: drawn in colour (with the pinned tensors and what is resident),
+            everything else grey; empty: nothing grey.
         bag : collection of str
             The call's separator bag: an amber ring.
         resident : collection of str
             Tensors resident after the step: a dark ring.
         computed : mapping of str to int
-            Tensors computed in the step and which computation it was (> 1: a recomputation,
-            in the recompute colour): stars, labelled.
+            Tensors computed in the step and which computation it was (> 1: a recomputation, in
+            the recompute colour): stars, labelled.
         selected : str, optional
             A tensor picked by a click: drawn larger.
         """
-        inside = set(subgraph)
-        bag_set, resident_set = set(bag), set(resident)
-        colors, lines, widths, sizes = [], [], [], []
-        for k, node in enumerate(self.ids):
-            shown = not inside or node in inside or node in bag_set or node in resident_set or node in self.pinned
-            colors.append(self.colors[k] if shown else DIMMED_COLOR)
-            if node in bag_set:
-                lines.append(HIGHLIGHT_COLOR)
-                widths.append(BAG_RING)
-            elif node in resident_set and node not in self.pinned:
-                lines.append(RESIDENT_COLOR)
-                widths.append(RESIDENT_RING)
-            else:
-                lines.append("white")
-                widths.append(0.5)
-            sizes.append(self.sizes[k] * (1.6 if node == selected else 1.0))
-        tensors = {"type": "scatter", "x": self.x, "y": self.y, "mode": "markers", "name": TENSORS,
-                   "customdata": self.ids, "hovertext": self.hover, "hoverinfo": "text", "showlegend": False,
-                   "marker": {"color": colors, "size": sizes, "symbol": self.symbols,
-                              "line": {"color": lines, "width": widths}}}
-        call_edges = [(u, v) for u, v in self.edges if v in inside and (u in inside or u in resident_set)]
-        xs, ys = self._segments(call_edges)
-        traces = [self.base_edges,
-                  {"type": "scatter", "x": xs, "y": ys, "mode": "lines", "name": CALL_EDGES,
-                   "line": {"color": "#7a7a7a", "width": 1.6}, "hoverinfo": "skip", "showlegend": False},
-                  tensors]
+        inside, bag_set, resident_set = set(subgraph), set(bag), set(resident)
         done = computed or {}
-        if done:
-            at = [self.where[n] for n in done]
-            traces.append({"type": "scatter", "x": [self.x[k] for k in at], "y": [self.y[k] for k in at],
-                           "mode": "markers+text", "name": COMPUTED, "customdata": [self.ids[k] for k in at],
-                           "text": [plotly_text(self.labels[k]) for k in at], "textposition": "top center",
-                           "textfont": {"size": 11}, "hoverinfo": "skip", "showlegend": False,
-                           "marker": {"symbol": "star", "size": 18, "line": {"width": 0},
-                                      "color": [RECOMPUTE_COLOR if done[n] > 1 else FIRST_COMPUTE_COLOR
-                                                for n in done]}})
-        return {"data": traces + self.legend, "layout": self.layout}
+        data = []
+        for k, (node, base) in enumerate(zip(self.ids, self.nodes)):
+            shown = not inside or node in inside or node in bag_set or node in resident_set or node in self.pinned
+            color = self.colors[k] if shown else DIMMED_COLOR
+            ring, width = ((HIGHLIGHT_COLOR, BAG_RING) if node in bag_set else
+                           (RESIDENT_COLOR, RESIDENT_RING) if node in resident_set and node not in self.pinned else
+                           ("#ffffff", 0.5))
+            item = {**base, "itemStyle": {"color": color, "borderColor": ring, "borderWidth": width}}
+            if node in done:
+                item.update(symbol="path://M50,0 L61,35 L98,35 L68,57 L79,91 L50,70 L21,91 L32,57 L2,35 L39,35 Z",
+                            symbolSize=base["symbolSize"] + 10,
+                            itemStyle={"color": RECOMPUTE_COLOR if done[node] > 1 else FIRST_COMPUTE_COLOR,
+                                       "borderColor": ring, "borderWidth": width},
+                            label={"show": True, "position": "top", "fontSize": 11, "formatter": "{b}"})
+            if node == selected:
+                item["symbolSize"] = item["symbolSize"] * 1.5
+            data.append(item)
+        ours = [(a, b) for a, b in self.edges
+                if self.ids[b] in inside and (self.ids[a] in inside or self.ids[a] in resident_set)]
+        return _base(series=[_edge_series(self.nodes, self.edges, "#dddddd", 1), _edge_series(self.nodes, ours, "#7a7a7a", 1.6),
+                             {"type": "scatter", "name": NODES_SERIES, "selectedMode": "single", "data": data,
+                              "label": {"show": False}, "emphasis": {"disabled": True},
+                              "select": {"itemStyle": {"borderColor": "#000000", "borderWidth": 4}}}], **self.axes)
+
+    nodes_series_index = 2
+    """The position of the clickable tensors' series among the option's series (after two of edges)."""
 
 
 def folded_positions(graph: ComputeGraph) -> dict[str, tuple[float, float]]:
@@ -151,7 +142,7 @@ def folded_positions(graph: ComputeGraph) -> dict[str, tuple[float, float]]:
 
     The backward pass runs the forward pass in reverse, so backward nodes are mirrored around the
     last forward level and drawn below the forward ones: a layer's gradient sits under the layer,
-    and a training chain reads as the ladder it is.
+    and a training chain reads as the ladder it is. y grows upwards.
     """
     laid = layered_positions(full_view(graph))
     xy = {i: (x / X_SPACING, -y / Y_SPACING) for i, (x, y) in laid.items()}
@@ -166,52 +157,153 @@ def folded_positions(graph: ComputeGraph) -> dict[str, tuple[float, float]]:
             for i, (x, y) in xy.items()}
 
 
-def _legend_marker(name: str, symbol: str, color: str, ring: str | None, width: float = 0) -> dict:
-    """A legend entry only (no point drawn)."""
-    return {"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": name, "hoverinfo": "skip",
-            "marker": {"symbol": symbol, "size": 11, "color": color,
-                       "line": {"color": ring or color, "width": width}}}
+class SeparatorTreeChart:
+    """A separator tree drawn once (root on top, bags numbered), per step as an ECharts option with the open
+    calls' bags ringed and the current call's bag in amber. A click's data index is the bag's index.
+
+    Parameters
+    ----------
+    bags : sequence of collections of str
+        Node ids per bag (the decomposition's).
+    parent : sequence of int
+        Per bag, its parent in the separator tree (-1 for the root).
+    root : int
+    labels : mapping of str to str
+        Node id -> label, for the tooltips.
+    """
+
+    def __init__(self, bags: Sequence[Collection[str]], parent: Sequence[int], root: int,
+                 labels: Mapping[str, str]):
+        self.edges = [(p, c) for c, p in enumerate(parent) if p >= 0]
+        positions = tree_layout(len(bags), self.edges, root)
+        self.nodes = []
+        for b, bag in enumerate(bags):
+            names = sorted(labels.get(v, v) for v in bag)
+            self.nodes.append({"name": f"bag {b}", "value": [positions[b][0], positions[b][1]],
+                               "symbolSize": 16 + 2 * min(len(bag), 8),
+                               "label": {"show": True, "position": "inside", "color": "#ffffff", "fontSize": 10,
+                                         "formatter": str(b)},
+                               "tooltip": {"formatter": tooltip_text(f"bag {b} · {len(names)} tensors",
+                                                                     *names[:12])}})
+        self.axes = _hidden_axes(list(positions.values()))
+
+    def at(self, *, open_frames: Sequence[int] = (), frame: int | None = None) -> dict:
+        """The option with ``open_frames`` ringed and ``frame`` (the current call's bag) in amber."""
+        stack = set(open_frames)
+        data = []
+        for b, base in enumerate(self.nodes):
+            ring, width = ((HIGHLIGHT_COLOR, 5) if b == frame else (RESIDENT_COLOR, 2) if b in stack
+                           else ("#ffffff", 0.5))
+            data.append({**base, "itemStyle": {"color": BAG_COLOR, "borderColor": ring, "borderWidth": width}})
+        return _base(series=[_edge_series(self.nodes, self.edges, "#bbbbbb", 1),
+                             {"type": "scatter", "name": "bags", "selectedMode": "single", "data": data,
+                              "emphasis": {"disabled": True}, "select": {"itemStyle": {"borderColor": "#000000"}}}],
+                     **self.axes)
+
+    nodes_series_index = 1
+    """The position of the clickable bags' series among the option's series (its data indices are bags)."""
 
 
-def separator_tree_at(base: dict, *, open_frames: Sequence[int] = (), frame: int | None = None) -> dict:
-    """A separator tree figure (:func:`~remat_core.viz.decomposition.tree_of_bags_figure` as a dict) with
-    the frames of the open calls ringed and the current call's frame outlined in amber."""
-    bags = next(t for t in base["data"] if t.get("name") == "bags")
-    x, y = list(bags["x"]), list(bags["y"])
-    traces = list(base["data"])
-    stack = [f for f in open_frames if f != frame]
-    if stack:
-        traces.append({"type": "scatter", "x": [x[f] for f in stack], "y": [y[f] for f in stack], "mode": "markers",
-                       "name": "open calls", "hoverinfo": "skip", "showlegend": False,
-                       "marker": {"size": 26, "color": "rgba(0,0,0,0)", "line": {"color": RESIDENT_COLOR,
-                                                                                 "width": 2}}})
-    if frame is not None and 0 <= frame < len(x):
-        traces.append({"type": "scatter", "x": [x[frame]], "y": [y[frame]], "mode": "markers",
-                       "name": "this call's bag", "hoverinfo": "skip", "showlegend": False,
-                       "marker": {"size": 32, "color": "rgba(0,0,0,0)", "line": {"color": HIGHLIGHT_COLOR,
-                                                                                 "width": 5}}})
-    return {"data": traces, "layout": base["layout"]}
+def _hidden_axes(points: Sequence[Sequence[float]], pad: float = 0.6) -> dict:
+    """Value axes out of sight, spanning the points with some room: the grid a drawing of nodes sits on."""
+    xs = [p[0] for p in points] or [0.0]
+    ys = [p[1] for p in points] or [0.0]
+    return {"grid": {"left": MARGIN, "right": MARGIN, "top": MARGIN, "bottom": MARGIN},
+            "xAxis": {"type": "value", "show": False, "min": min(xs) - pad, "max": max(xs) + pad},
+            "yAxis": {"type": "value", "show": False, "min": min(ys) - pad, "max": max(ys) + pad}}
 
 
-def step_ready(figure: go.Figure) -> dict:
-    """A figure as a plain dict to patch per step, without plotly's default template (the app applies its
-    theme): validating the template costs ten times the rest of such a figure, on every step."""
-    out = figure.to_dict()
-    out["layout"].pop("template", None)
-    return out
+def _edge_series(nodes: Sequence[Mapping], edges: Sequence[tuple[int, int]], color: str, width: float) -> dict:
+    """Edges between nodes (their ``value`` is x, y) as one line series, broken between edges."""
+    points: list = []
+    for a, b in edges:
+        points += [nodes[a]["value"], nodes[b]["value"], "-"]
+    return {"type": "line", "silent": True, "symbol": "none", "data": points, "connectNulls": False,
+            "lineStyle": {"color": color, "width": width}, "tooltip": {"show": False}, "z": 1}
 
 
-def numbered_bags(figure: go.Figure) -> dict:
-    """A tree-of-bags figure as a step-ready dict whose bags read their index (``bag 5`` in the texts)
-    instead of their size."""
-    out = step_ready(figure)
-    for trace in out["data"]:
-        if trace.get("name") == "bags":
-            trace["text"] = [str(i) for i in range(len(trace["x"]))]
-            trace["mode"] = "markers+text"
-            trace["marker"]["color"] = BAG_COLOR  # a frame is a frame: no widest-bag colour here
-    return out
+class TimelineChart:
+    """A schedule's memory over its steps, stacked by kind, drawn once; per step as an ECharts option with the
+    cursor after that step's op, the steps after it greyed, a range of ops shaded (one call's) and the op
+    named in the title. A click on the ``steps`` series gives the op (:meth:`op_at`).
 
+    Parameters
+    ----------
+    graph : ComputeGraph
+    schedule : Schedule
+        Simulated.
+    budget : int, optional
+        Drawn as a dashed line.
+    """
+
+    def __init__(self, graph: ComputeGraph, schedule: Schedule, budget: int | None = None):
+        result = simulation_of(schedule)
+        kinds = memory_by_kind(graph, result)
+        self.graph, self.result = graph, result
+        self.occurrence = occurrences(result)
+        self.n_ops = len(result.ops)
+        top = max(result.peak, budget or 0, 1)
+        self.unit = unit_for(top)
+        self.steps = [int(s) for s in drawn_steps(kinds.total)]
+        size = self.unit.size
+        series = [{"type": "line", "name": kind, "stack": "memory", "symbol": "none", "silent": True,
+                   "areaStyle": {"color": kind_color(kind), "opacity": 0.9},
+                   "lineStyle": {"width": 0.5, "color": kind_color(kind)}, "itemStyle": {"color": kind_color(kind)},
+                   "data": [[s, round(float(kinds.by_kind[s, c]) / size, 6)] for s in self.steps]}
+                  for c, kind in enumerate(kinds.kinds)]
+        if budget:
+            series.append({"type": "line", "name": "budget", "symbol": "none", "silent": True,
+                           "lineStyle": {"color": BUDGET_COLOR, "type": "dashed", "width": 1.5},
+                           "itemStyle": {"color": BUDGET_COLOR},
+                           "data": [[0, budget / size], [max(self.n_ops - 1, 1), budget / size]]})
+        self.points = [{"value": [s, round(float(kinds.total[s]) / size, 6)],
+                        "tooltip": {"formatter": tooltip_text(self._note(s))}} for s in self.steps]
+        self.series = series
+        self.axes = {"xAxis": {"type": "value", "min": 0, "max": max(self.n_ops - 1, 1), "name": "step (op index)",
+                               "nameLocation": "middle", "nameGap": 26, "splitLine": {"lineStyle": {"color": "#eeeeee"}}},
+                     "yAxis": {"type": "value", "min": 0, "max": round(top / size * 1.08, 6),
+                               "name": f"resident ({self.unit.name})", "splitLine": {"lineStyle": {"color": "#eeeeee"}}},
+                     "grid": {"left": 56, "right": 16, "top": 56, "bottom": 44},
+                     "legend": {"top": 24, "right": 0, "data": [s["name"] for s in series]}}
+
+    def _note(self, step: int) -> str:
+        if step < 0 or not self.n_ops:
+            return "before the first op"
+        name = describe_op(self.graph, self.result, step, self.occurrence[step])
+        return f"step {step}: {name} · {format_bytes(self.result.memory[step])}"
+
+    def op_at(self, index: int) -> int | None:
+        """The op of data index ``index`` of the ``steps`` series (a click's selection)."""
+        return self.steps[index] if 0 <= index < len(self.steps) else None
+
+    @property
+    def steps_series_index(self) -> int:
+        """The position of the clickable ``steps`` series among the option's series."""
+        return len(self.series)
+
+    def at(self, step: int, span: tuple[int, int] | None = None) -> dict:
+        """The option with the cursor after op ``step`` (-1: before the first op) and ops ``span[0]`` to
+        ``span[1] - 1`` shaded."""
+        at = max(0, min(step, self.n_ops - 1))
+        last = max(self.n_ops - 1, 1)
+        areas = [[{"xAxis": at, "itemStyle": {"color": "rgba(255,255,255,0.82)"}}, {"xAxis": last}]] \
+            if step < self.n_ops - 1 else []
+        if span is not None and span[1] > span[0]:
+            areas.append([{"xAxis": span[0] - 0.5, "itemStyle": {"color": "rgba(255,191,0,0.18)"}},
+                          {"xAxis": span[1] - 0.5}])
+        steps = {"type": "scatter", "name": STEPS_SERIES, "data": self.points, "symbolSize": 7, "z": 5,
+                 "selectedMode": "single", "itemStyle": {"color": "rgba(0,0,0,0.02)"},
+                 "select": {"itemStyle": {"color": CURSOR_COLOR}},
+                 "markLine": {"silent": True, "symbol": "none", "label": {"show": False},
+                              "lineStyle": {"color": CURSOR_COLOR, "width": 1.5, "type": "solid"},
+                              "data": [{"xAxis": at}]},
+                 "markArea": {"silent": True, "data": areas}}
+        return _base(title={"text": self._note(step), "left": 0, "top": 0,
+                            "textStyle": {"fontSize": 13, "fontWeight": "normal", "color": CURSOR_COLOR}},
+                     series=[*self.series, steps], **self.axes)
+
+
+# -- several schedules of one graph ------------------------------------------------------------------------
 
 def compute_counts_figure(graph: ComputeGraph, schedules: Mapping[str, Schedule], height: int = 320) -> go.Figure:
     """How many times each schedule computes each tensor: one bar group per tensor (graph order), one
@@ -256,8 +348,8 @@ def memory_curves_figure(schedules: Mapping[str, Schedule], budget: int | None =
     unit = unit_for(top)
     fig = go.Figure()
     for k, (name, result) in enumerate(results.items()):
-        memory = [result.start_memory, *result.memory]
-        fig.add_trace(go.Scatter(x=list(range(-1, len(result.memory))), y=[m / unit.size for m in memory],
+        memory = np.asarray([result.start_memory, *result.memory], dtype=float) / unit.size
+        fig.add_trace(go.Scatter(x=list(range(-1, len(result.memory))), y=memory,
                                  name=f"{name} (peak {format_bytes(result.peak)})", mode="lines",
                                  line={"color": SOLVER_COLORS[k % len(SOLVER_COLORS)], "width": 2, "shape": "hv"},
                                  hovertemplate=f"%{{y:.4g}} {unit.name}<extra>{plotly_text(name)} · step %{{x}}"

@@ -147,48 +147,6 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
     return fig
 
 
-def timeline_at(figure: dict, graph: ComputeGraph, schedule: Schedule, step: int,
-                span: tuple[int, int] | None = None) -> dict:
-    """A drawn timeline moved to op ``step`` without building it again (a step of the Learn page).
-
-    Parameters
-    ----------
-    figure : dict
-        :func:`memory_timeline_figure` with ``animate=False``, as a dict
-        (:func:`~remat_core.viz.lesson.step_ready`).
-    graph, schedule
-        What it draws.
-    step : int
-        The op the cursor marks (-1: before the first op); later steps are greyed out.
-    span : (int, int), optional
-        Ops ``span[0]`` to ``span[1] - 1`` shaded: the ops of one recursion call.
-
-    Returns
-    -------
-    dict
-        The figure with its cursor, note and shapes replaced (the traces are shared with ``figure``).
-    """
-    result = simulation_of(schedule)
-    n_ops = len(result.ops)
-    at = max(0, min(step, n_ops - 1))
-    y_top = figure["layout"]["yaxis"]["range"][1]
-    data = [dict(t, x=[at, at], y=[0, y_top]) if t.get("name") == CURSOR_TRACE else t for t in figure["data"]]
-    if step < 0 or not n_ops:
-        text = "before the first op"
-    else:
-        action, node = result.ops[step]
-        occurrence = sum(1 for a, n in result.ops[: step + 1] if n == node and a == action)
-        text = f"step {step}: {describe_op(graph, result, step, occurrence)} · {format_bytes(result.memory[step])}"
-    note = {"text": plotly_text(text), "xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "xanchor": "left",
-            "yanchor": "bottom", "showarrow": False, "font": {"size": 13, "color": CURSOR_COLOR}}
-    shapes = _future_mask(step, n_ops) if step >= 0 else _future_mask(0, n_ops)
-    if span is not None and span[1] > span[0]:
-        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": span[0] - 0.5, "x1": span[1] - 0.5,
-                       "y0": 0, "y1": 1, "fillcolor": "rgba(255,191,0,0.16)", "line": {"width": 0},
-                       "layer": "below"})
-    return {"data": data, "layout": {**figure["layout"], "annotations": [note], "shapes": shapes}}
-
-
 def _cursor(step: int, y_top: float) -> go.Scatter:
     return go.Scatter(x=[step, step], y=[0, y_top], name=CURSOR_TRACE, mode="lines",
                       line={"color": CURSOR_COLOR, "width": 1.5}, hoverinfo="skip", showlegend=False)
