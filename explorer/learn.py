@@ -23,6 +23,7 @@ from remat_core.graph.generators import residual_training_net, unet_training_gra
 from remat_core.solvers import trace_recursion
 
 from .figures.lesson import WalkFigures
+from .safety import callback
 
 STEP = "learn_step"
 """The step shown, 0-based: the one value Play, Previous/Next, the slider and figure clicks set."""
@@ -199,6 +200,7 @@ def start_walk(identity: tuple, steps: int) -> int:
     return state[STEP]
 
 
+@callback
 def go_to(step: int, steps: int, pause: bool = True) -> None:
     """Show ``step`` (clamped); a manual move pauses Play."""
     st.session_state[STEP] = max(0, min(int(step), steps - 1))
@@ -206,6 +208,7 @@ def go_to(step: int, steps: int, pause: bool = True) -> None:
         st.session_state[PLAYING] = False
 
 
+@callback
 def step_by(delta: int, steps: int) -> None:
     """Move ``delta`` steps from the step shown (Previous, Next): clicks sent faster than the page answers
     each move one step."""
@@ -218,6 +221,7 @@ def slider_key(step: int) -> str:
     return f"{STEP_SLIDER}_{step}"
 
 
+@callback
 def slider_moved(drawn_at: int) -> None:
     """The callback of the slider drawn at step ``drawn_at``: its 1-based value becomes the step, unless another
     control has moved the step since that slider was drawn (then the value is stale)."""
@@ -263,6 +267,7 @@ def tick(steps: int) -> None:
         state[STEP] += 1
 
 
+@callback
 def toggle_play(steps: int) -> None:
     """Play from the current step (from the start when at the end), or pause."""
     state = st.session_state

@@ -8,6 +8,7 @@ from explorer.figures.decompositions import decomposition
 from explorer.figures.lesson import GRAPH_HEIGHT, TIMELINE_HEIGHT, TREE_HEIGHT, step_figures, walk_figures
 from explorer.frame import require_entry
 from explorer.jobs.results import solve_outcome
+from explorer.safety import fragment
 from explorer.widgets.stepper import step_controls
 from explorer.widgets.text import percent, plain
 from explorer.widgets.why_link import why_url
@@ -57,7 +58,8 @@ if kind == learn.MODULE_EXAMPLE:
     about = f"module **{plain(module)}** of {plain(model_graph.name)}, forward and backward"
 else:
     example = learn.EXAMPLES[kind]
-    size = st.number_input(f"Size ({example.size_name})", example.low, example.high, key=learn.size_key(kind))
+    size = st.number_input(f"Size ({example.size_name})", min_value=example.low, max_value=example.high,
+                           key=learn.size_key(kind))
     graph = learn.example_graph(kind, int(size))
     about = example.about
 problem = learn.too_big(graph)
@@ -207,7 +209,7 @@ def tensor_calls(tensor: str) -> None:
                                 "budget")
 
 
-st.fragment(walkthrough, run_every=learn.timer())()
+fragment(walkthrough, run_every=learn.timer())()
 
 # -- 4 · compare ----------------------------------------------------------------------------------------
 st.subheader("4 · The same graph, other schedules")
@@ -253,4 +255,4 @@ def comparison() -> None:
 
 
 pending = any(solve_outcome(graph, name, compare_at, (), state.time_limit(), wait=0) is None for name in COMPARED)
-st.fragment(comparison, run_every=1.0 if pending else None)()
+fragment(comparison, run_every=1.0 if pending else None)()

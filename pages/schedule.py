@@ -3,7 +3,7 @@
 
 import streamlit as st
 
-from explorer import state
+from explorer import safety, state
 from explorer.frame import require_entry
 from explorer.jobs.results import SOLVE_WAIT_SECONDS, best_possible, options_key, solve_outcome, sweep_status
 from explorer.widgets.budget import budget_scale, budget_slider, typed_budget
@@ -48,14 +48,14 @@ def solver_settings(name: str) -> tuple[tuple, float | None]:
     return options_key(state.options_of(name)), state.time_limit()
 
 
-@st.fragment
+@safety.fragment
 def budget_and_results() -> None:
     """The slider and everything that depends on the budget: reruns alone when the slider moves."""
     slider_column, typed_column = st.columns([4, 1])
     with slider_column:
         budget = budget_slider(scale)
     with typed_column:
-        typed_budget(summary.checkpoint_all_peak)
+        typed_budget(scale)
     sidebar_schedule()
     solvers = [state.solver(), *state.compared()]
     primary = solvers[0]
@@ -128,7 +128,7 @@ def progress(solvers: list[str], budget: int) -> tuple:
                   sweep_status(graph, name, *solver_settings(name), wait=0).done) for name in solvers)
 
 
-@st.fragment(run_every=POLL_SECONDS)
+@safety.fragment(run_every=POLL_SECONDS)
 def wait_for_results(solvers: list[str], budget: int) -> None:
     """While exact solves or sweeps run in the background, look again every half second and rerun
     the page whenever one of them has moved on (a solve finished, a sweep solved another budget)."""

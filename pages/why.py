@@ -8,6 +8,7 @@ from explorer import state
 from explorer.frame import require_entry
 from explorer.jobs.results import SolveStillRunning, computes_at, options_key, sweep_status
 from explorer.jobs.waiting import awaited_outcome
+from explorer.safety import callback
 from explorer.widgets.budget import budget_scale, other_budget_slider
 from explorer.widgets.exports import csv_download, diff_records
 from explorer.widgets.metrics import outcome_message
@@ -23,6 +24,13 @@ from remat_core.schedule import ordinal
 require_entry()
 
 PICKER = "w_why_tensor"
+
+
+@callback
+def tensor_picked() -> None:
+    """The tensor picked becomes the page's tensor (what a link to it names)."""
+    st.session_state[state.WHY_TENSOR] = st.session_state[PICKER]
+
 
 st.title("Why recomputed?")
 graph = state.graph()
@@ -54,7 +62,7 @@ if wanted in ranked:
 elif st.session_state.get(PICKER) not in ranked:
     st.session_state[PICKER] = ranked[0]
 tensor = st.selectbox("Tensor", ranked, key=PICKER, format_func=lambda n: f"{labels[n]} · computed {counts[n]}×",
-                      on_change=lambda: st.session_state.update({state.WHY_TENSOR: st.session_state[PICKER]}))
+                      on_change=tensor_picked)
 st.session_state[state.WHY_TENSOR] = tensor
 explanation = explain_tensor(graph, schedule, tensor)
 node = explanation.node

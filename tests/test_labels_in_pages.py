@@ -22,11 +22,6 @@ TIMEOUT = 120
 TOKEN = re.compile(r"id\d{4}zq")
 TEXT_ELEMENTS = {"markdown", "caption", "text", "title", "header", "subheader", "error", "warning", "info", "success",
                  "toast", "exception", "json", "code", "latex"}
-NOT_YET_LABELLED = {
-    "pages/graph.py": "the Graph page (being rebuilt with labels on another branch) still names nodes by display_name, "
-                      "the id for a node without a label of its own; the lead drops this mark at the merge",
-}
-"""Pages of other branches that still show ids here (page path -> why): marked xfail, named in the report."""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -118,11 +113,7 @@ def echarts_text(option: dict) -> list[str]:
 
 
 def page_params():
-    params = []
-    for entry in PAGES:
-        marks = [pytest.mark.xfail(reason=NOT_YET_LABELLED[entry.path], strict=True)] \
-            if entry.path in NOT_YET_LABELLED else []
-        params.append(pytest.param(entry.path, None, marks=marks, id=entry.url_path))
+    params = [pytest.param(entry.path, None, id=entry.url_path) for entry in PAGES]
     params.append(pytest.param("pages/learn.py", "module", id="learn-module-of-the-model"))
     return params
 

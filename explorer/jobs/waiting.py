@@ -13,6 +13,7 @@ import streamlit as st
 from remat_core import ComputeGraph
 from remat_core.graph import format_bytes
 
+from .. import safety
 from ..widgets.text import plain
 from .results import solve_outcome, solve_wait_seconds
 from .worker import Outcome
@@ -34,13 +35,14 @@ def awaited_outcome(graph: ComputeGraph, solver: str, budget: int, options: tupl
         st.info(f"{what} is still solving after {wait:.0f} s (its time limit is {time_limit or 0:g} s; it may be "
                 f"queued behind other solves). This page shows it as soon as it is done; the other pages work "
                 f"meanwhile.", icon=":material/hourglass_top:")
-        _rerun_when_solved(graph, solver, budget, options, time_limit)
+        rerun_when_solved(graph, solver, budget, options, time_limit)
     return outcome
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def _rerun_when_solved(graph: ComputeGraph, solver: str, budget: int, options: tuple,
+@safety.fragment(run_every=POLL_SECONDS)
+def rerun_when_solved(graph: ComputeGraph, solver: str, budget: int, options: tuple,
                        time_limit: float | None) -> None:
-    """Look again every second; rerun the page once the solve has finished."""
+    """Look again every second; rerun the page once the solve has finished (for pages that draw what they
+    have meanwhile)."""
     if solve_outcome(graph, solver, budget, options, time_limit, wait=0) is not None:
         st.rerun()

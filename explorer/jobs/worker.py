@@ -16,9 +16,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from remat_core import ComputeGraph, InfeasibleBudget, RematError, Schedule, solve
+from remat_core import ComputeGraph, InfeasibleBudget, RematError, Schedule
 from remat_core.analysis import LP_AVAILABLE, CurvePoint, lp_lower_bound, solve_point
 from remat_core.run import TensorCheck, check_on_tensors
+from remat_core.store import solve_stored
 
 KEPT_GRAPHS = 8
 _graphs: OrderedDict[str, ComputeGraph] = OrderedDict()
@@ -74,9 +75,11 @@ def _graph(source: PortableGraph) -> ComputeGraph:
 
 def outcome_job(source: PortableGraph, solver: str, budget: int, options: tuple[tuple[str, Any], ...],
                 time_limit: float | None) -> Outcome:
-    """:func:`remat_core.solve` at one budget; infeasibility and other package errors become an :class:`Outcome`."""
+    """:func:`remat_core.solve` at one budget, through the results store the command line uses (a solve done
+    there is read back, and one done here is there); infeasibility and other package errors become an
+    :class:`Outcome`."""
     try:
-        return Outcome(schedule=solve(_graph(source), budget, solver, time_limit=time_limit, **dict(options)))
+        return Outcome(schedule=solve_stored(_graph(source), budget, solver, time_limit=time_limit, **dict(options)))
     except InfeasibleBudget as e:
         return Outcome(infeasible=e.detail or str(e), smallest_feasible=e.smallest_feasible)
     except RematError as e:

@@ -18,8 +18,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import checkpoint_all_cost
+from ..schedule import Schedule, checkpoint_all_cost
 from ..solvers import solve
+from .outcome import SolveOutcome
 
 LP_LOWER_BOUND = "lp_lower_bound"
 """The ``solver_info`` key under which a solver reports a lower bound on the cost at a budget."""
@@ -183,14 +184,25 @@ def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float
     except InfeasibleBudget as e:
         return CurvePoint(budget=budget, feasible=False, seconds=time.perf_counter() - started,
                           smallest_feasible=e.smallest_feasible)
+    return _feasible_point(schedule, budget, time.perf_counter() - started)
+
+
+def curve_point(outcome: SolveOutcome) -> CurvePoint:
+    """The :class:`CurvePoint` of a solve's outcome (a refused or failed solve is a point without a schedule)."""
+    if not outcome.feasible:
+        return CurvePoint(budget=outcome.budget, feasible=False, seconds=outcome.seconds,
+                          smallest_feasible=outcome.smallest_feasible)
+    return _feasible_point(outcome.schedule, outcome.budget, outcome.seconds)
+
+
+def _feasible_point(schedule: Schedule, budget: int, seconds: float) -> CurvePoint:
     stats = schedule.stats
     counts = schedule.simulation.compute_counts if schedule.simulation is not None else {}
     bound = schedule.solver_info.get(LP_LOWER_BOUND)
     finite_bound = float(bound) if isinstance(bound, (int, float)) and math.isfinite(bound) else None
     return CurvePoint(budget=budget, feasible=True, peak=stats["peak"], cost=stats["cost"],
                       overhead=stats["overhead"], recomputed={n: c for n, c in counts.items() if c > 1},
-                      seconds=time.perf_counter() - started, cost_lower_bound=finite_bound,
-                      gap=reported_gap(schedule.solver_info))
+                      seconds=seconds, cost_lower_bound=finite_bound, gap=reported_gap(schedule.solver_info))
 
 
 def curve_table(curves: Sequence[ParetoCurve]) -> list[dict[str, Any]]:
