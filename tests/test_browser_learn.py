@@ -164,8 +164,6 @@ def test_the_why_link_names_the_tensor_picked(app_url, page):  # noqa: F811
     assert_no_error(page, "Why after picking a tensor")
 
 
-@pytest.mark.xfail(reason="the URL's tensor= reaches the page once explorer/state/url.py (another branch) puts it "
-                          "into state.WHY_TENSOR; the lead drops this mark at the merge", strict=False)
 def test_the_why_link_opens_the_page_on_its_tensor(app_url, page):  # noqa: F811
     page.goto(f"{app_url}/why")
     wait_rendered(page)
