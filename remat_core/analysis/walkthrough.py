@@ -165,14 +165,16 @@ def listed(names: Sequence[str], limit: int = LISTED) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def step_title(graph: ComputeGraph, step: WalkStep) -> str:
-    """A heading for a step: what it computes (and recomputes), or what it frees."""
+def step_title(graph: ComputeGraph, step: WalkStep, doer: bool = False) -> str:
+    """A heading for a step: what it computes (and recomputes), or what it frees; with ``doer``, the verb
+    agrees with a subject put before it ("call 3 computes ...")."""
     labels = node_labels(graph)
+    s = "s" if doer else ""
     if step.computed:
         names = [labels[n] + (f" ({ordinal(k)} time)" if k > 1 else "") for n, k in step.computed]
-        return ("recompute " if step.recomputes else "compute ") + listed(names)
+        return ("recompute" if step.recomputes else "compute") + f"{s} " + listed(names)
     if step.freed:
-        return "free " + listed([labels[n] for n in step.freed])
+        return f"free{s} " + listed([labels[n] for n in step.freed])
     return "no op"
 
 
@@ -402,4 +404,4 @@ def walk_step_title(graph: ComputeGraph, walk: RecursionWalk, step: WalkStep) ->
         ask = f"; it asks call {child} first" if child is not None else ""
         return f"call {c.index} opens in bag {c.frame}{ask}"
     head = f"call {c.index} opens in bag {c.frame} and " if step.opens else f"call {c.index} (bag {c.frame}) "
-    return head + step_title(graph, step)
+    return head + step_title(graph, step, doer=True)
