@@ -21,7 +21,8 @@ from remat_core.viz import LEGEND, compute_counts_figure, memory_curves_figure, 
 require_entry()
 
 OPS_LISTED = 6
-RECURSIONS = {"treewidth": "TW-Remat · tree decomposition", "pathwidth": "PW-Remat · path decomposition"}
+RECURSIONS = {"treewidth": "TW-Remat", "pathwidth": "PW-Remat"}
+DECOMPOSED_BY = {"treewidth": "tree", "pathwidth": "path"}
 COMPARED = ("chen-sqrt", "checkmate-milp")  # solved on the lesson graph at the recursion's memory, to compare
 
 st.title("Learn")
@@ -110,12 +111,15 @@ st.markdown(
     "after. Then it hands the rest of its request to the children. A tensor freed by one call and needed by a "
     "later one is computed again: that is the recomputation the recursion pays for its memory.")
 controls = st.columns(2)
-solver = controls[0].segmented_control("Recursion", learn.RECURSIONS, required=True,
-                                       key="w_learn_recursion", format_func=RECURSIONS.get)
-mode = controls[1].segmented_control("Memory", learn.MEMORY_MODES, required=True,
-                                     key="w_learn_mode",
-                                     format_func={"pure": "As the paper states it",
-                                                  "budget": "Stop where it fits a budget"}.get)
+solver = controls[0].segmented_control("Recursion", learn.RECURSIONS, required=True, key="w_learn_recursion",
+                                       format_func=lambda r: f"{RECURSIONS[r]} ({DECOMPOSED_BY[r]})",
+                                       help="TW-Remat recurses over a tree decomposition, PW-Remat over a path "
+                                            "decomposition")
+mode = controls[1].segmented_control("Memory", learn.MEMORY_MODES, required=True, key="w_learn_mode",
+                                     format_func={"pure": "As in the paper", "budget": "Fit a budget"}.get,
+                                     help="As in the paper: every call recurses down to the leaves. Fit a budget: "
+                                          "a call whose subgraph fits the memory left computes it without "
+                                          "recursing.")
 budget = None
 if mode == "budget" and peak <= lower:
     st.caption(f"Checkpoint-all already needs only the least memory any schedule needs ({format_bytes(peak)}): the "
@@ -222,8 +226,8 @@ st.markdown(f"At the recursion's memory, **{format_bytes(compare_at)}**: Chen et
 def comparison() -> None:
     """The recursion beside the other solvers at the same budget: memory over steps and computations per tensor."""
     outcomes = {name: solve_outcome(graph, name, compare_at, (), state.time_limit(), wait=0) for name in COMPARED}
-    schedules = {RECURSIONS[solver].split(" · ")[0]: walk.schedule}
-    rows = [{"schedule": RECURSIONS[solver].split(" · ")[0], "peak": format_bytes(stats["peak"]),
+    schedules = {RECURSIONS[solver]: walk.schedule}
+    rows = [{"schedule": RECURSIONS[solver], "peak": format_bytes(stats["peak"]),
              "cost overhead": percent(stats["overhead"]), "tensors recomputed": stats["recomputed_nodes"],
              "most computations of one tensor": max(walk.schedule.simulation.compute_counts.values())}]
     for name, outcome in outcomes.items():

@@ -1,4 +1,5 @@
-"""Every page on a laptop screen (1024x768, sidebar open) in chromium: no button text is cut, no control is
+"""Every page on a laptop screen (1024x768, sidebar open) in chromium: no button text is cut (nor a button
+clipped by its container, as a segmented control's last option can be), no control is
 hidden behind another or off the screen, and no text is cut with an ellipsis. Screenshots land in
 ``test-output/browser/1024-<page>.png``. Serving and waiting as in :mod:`test_browser`."""
 
@@ -18,12 +19,21 @@ LAYOUT_CHECK = """() => {
     return r.width > 0 && r.height > 0 && e.checkVisibility({opacityProperty: true, visibilityProperty: true}); };
   const name = e => (e.innerText || e.getAttribute('aria-label') || e.value || e.tagName).toString().trim().slice(0, 40);
   const found = {cut_buttons: [], covered: [], ellipsis: []};
+  const clipper = e => {  // the nearest container that hides what sticks out of it sideways
+    for (let a = e.parentElement; a && a !== app; a = a.parentElement)
+      if (getComputedStyle(a).overflowX !== 'visible') return a;
+    return null;
+  };
   for (const b of app.querySelectorAll('button')) {
     if (!shown(b) || b.closest('.js-plotly-plot')) continue;
     if ([b, ...b.querySelectorAll('*')].some(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1
                                               && getComputedStyle(e).overflow !== 'visible'))
       found.cut_buttons.push(name(b));
     if (b.getBoundingClientRect().right > window.innerWidth + 1) found.cut_buttons.push(name(b) + ' (off the screen)');
+    const box = clipper(b);
+    if (box && (b.getBoundingClientRect().right > box.getBoundingClientRect().right + 1
+                || b.getBoundingClientRect().left < box.getBoundingClientRect().left - 1))
+      found.cut_buttons.push(name(b) + ' (clipped by its container)');
   }
   for (const e of app.querySelectorAll('*')) {
     if (e.closest('.js-plotly-plot') || !e.clientWidth || !shown(e)) continue;

@@ -125,7 +125,7 @@ def test_a_one_step_walkthrough_says_step_1_of_1_without_a_slider(learn):
     size.press("Enter")
     wait_rendered(tab)
     tab.wait_for_function(f"() => ({READ_STEP})().n === 11", timeout=RENDER_TIMEOUT_MS)  # 3 layers, 11 steps
-    tab.get_by_role("radio", name="Stop where it fits a budget").click()
+    tab.get_by_role("radio", name="Fit a budget").click()
     tab.wait_for_function(f"() => ({READ_STEP})().sliders === 2", timeout=RENDER_TIMEOUT_MS)  # the budget's came
     wait_rendered(tab)
     press_on_slider(tab, "End", which=0)  # the budget's slider, above the step slider

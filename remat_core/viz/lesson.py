@@ -259,18 +259,20 @@ class TimelineChart:
         self.points = [{"value": [s, round(float(kinds.total[s]) / size, 6)],
                         "tooltip": {"formatter": tooltip_text(self._note(s))}} for s in self.steps]
         self.series = series
-        self.axes = {"xAxis": {"type": "value", "min": 0, "max": max(self.n_ops - 1, 1), "name": "step (op index)",
-                               "nameLocation": "middle", "nameGap": 26, "splitLine": {"lineStyle": {"color": "#eeeeee"}}},
+        grid_lines = {"lineStyle": {"color": "#eeeeee"}}
+        self.axes = {"xAxis": {"type": "value", "min": 0, "max": max(self.n_ops - 1, 1), "name": "op (schedule order)",
+                               "nameLocation": "middle", "nameGap": 26, "splitLine": grid_lines},
                      "yAxis": {"type": "value", "min": 0, "max": round(top / size * 1.08, 6),
-                               "name": f"resident ({self.unit.name})", "splitLine": {"lineStyle": {"color": "#eeeeee"}}},
-                     "grid": {"left": 56, "right": 16, "top": 56, "bottom": 44},
+                               "name": f"resident ({self.unit.name})", "nameLocation": "middle", "nameGap": 40,
+                               "splitLine": grid_lines},  # named along the axis: the legend holds the top
+                     "grid": {"left": 60, "right": 16, "top": 56, "bottom": 44},
                      "legend": {"top": 24, "right": 0, "data": [s["name"] for s in series]}}
 
     def _note(self, step: int) -> str:
         if step < 0 or not self.n_ops:
             return "before the first op"
         name = describe_op(self.graph, self.result, step, self.occurrence[step])
-        return f"step {step}: {name} · {format_bytes(self.result.memory[step])}"
+        return f"op {step}: {name} · {format_bytes(self.result.memory[step])}"
 
     def op_at(self, index: int) -> int | None:
         """The op of data index ``index`` of the ``steps`` series (a click's selection)."""
@@ -352,7 +354,7 @@ def memory_curves_figure(schedules: Mapping[str, Schedule], budget: int | None =
         fig.add_trace(go.Scatter(x=list(range(-1, len(result.memory))), y=memory,
                                  name=f"{name} (peak {format_bytes(result.peak)})", mode="lines",
                                  line={"color": SOLVER_COLORS[k % len(SOLVER_COLORS)], "width": 2, "shape": "hv"},
-                                 hovertemplate=f"%{{y:.4g}} {unit.name}<extra>{plotly_text(name)} · step %{{x}}"
+                                 hovertemplate=f"%{{y:.4g}} {unit.name}<extra>{plotly_text(name)} · op %{{x}}"
                                                f"</extra>"))
     if budget:
         longest = max((len(r.memory) for r in results.values()), default=1)
@@ -360,6 +362,6 @@ def memory_curves_figure(schedules: Mapping[str, Schedule], budget: int | None =
                                  line={"color": BUDGET_COLOR, "dash": "dash", "width": 1.5}, hoverinfo="skip"))
     fig.update_layout(**base_layout(
         height=height, margin={"l": 60, "r": 10, "t": 40, "b": 40},
-        xaxis={**GRID, "title": "step (op index)"},
+        xaxis={**GRID, "title": "op (schedule order)"},
         yaxis={**GRID, "title": f"resident memory ({unit.name})", "rangemode": "tozero"}))
     return fig
