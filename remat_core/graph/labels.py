@@ -32,11 +32,13 @@ def base_label(node: Node) -> str:
     """A node's label before it is made unique: module path and op, with its pass or kind marked."""
     name = short_name(node)
     module = node.module
-    if module and name and not _names_module(name, module):
-        # a module-level label such as "conv1 fwd" repeats the module's last part: say it once
-        last = module.rsplit(".", 1)[-1]
-        short = name[len(last):].strip() if name.startswith(last + " ") else name
-        text = f"{module}{SEPARATOR}{short or name}"
+    last = module.rsplit(".", 1)[-1] if module else ""
+    if module and name and name.startswith(last + " ") and name[len(last):].strip():
+        # a module-level label such as "conv1 fwd" repeats the module's last part: say it once, as
+        # "layer1.0.conv1 · fwd" (a top-level module too: "conv1 · fwd")
+        text = f"{module}{SEPARATOR}{name[len(last):].strip()}"
+    elif module and name and not _names_module(name, module):
+        text = f"{module}{SEPARATOR}{name}"
     else:
         text = name or node.id
     mark = PASS_MARKS.get(node.kind, node.kind)
