@@ -144,7 +144,7 @@ def test_lifetime_rows_read_as_module_and_name_and_filter_by_module():
     schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
     assert row_labels(graph, ["block1.conv:fwd", "block2.conv:fwd", "head.mm", "head.mm_1", "top"]) == {
         "block1.conv:fwd": "block1.conv · fwd", "block2.conv:fwd": "block2.conv · fwd",
-        "head.mm": "head · mm (fwd)", "head.mm_1": "head · mm (fwd) #2", "top": "top fwd"}
+        "head.mm": "head · mm (fwd)", "head.mm_1": "head · mm (fwd) #2", "top": "top · fwd"}
     assert set(lifetime_candidates(graph, schedule, module="block2")) == {"block2.conv:fwd"}
     assert set(lifetime_candidates(graph, schedule, module="head")) == {"head.mm", "head.mm_1"}
     assert module_groups(graph) == ["block1", "block1.conv", "block2", "block2.conv", "head", "top"]
