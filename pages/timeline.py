@@ -67,7 +67,7 @@ with left:
     st.markdown(f"**{plain(describe_op(graph, result, step, occurrence[step]))}**  \n"
                 f"Memory after it: **{format_bytes(result.memory[step])}**"
                 + (f" of {format_bytes(budget)}" if budget else ""))
-    st.caption("Solver's reason: " + plain(describe_reason(schedule.reason_at(step))))
+    st.caption("Solver's reason: " + plain(describe_reason(schedule.reason_at(step), graph=graph)))
     recomputed = sorted(n for n, c in result.compute_counts.items() if c > 1)
     if recomputed:
         default = result.ops[step][1] if result.ops[step][1] in recomputed else recomputed[0]

@@ -8,17 +8,29 @@ from explorer import state
 from explorer.frame import require_entry
 from explorer.jobs.results import SolveStillRunning, computes_at, options_key, sweep_status
 from explorer.jobs.waiting import awaited_outcome
+from explorer.safety import callback
 from explorer.widgets.budget import budget_scale, other_budget_slider
 from explorer.widgets.exports import csv_download, diff_records
 from explorer.widgets.metrics import outcome_message
-from explorer.widgets.text import percent, plain, tensor_name
+from explorer.widgets.text import percent, plain
+from explorer.widgets.why_link import why_url
 from remat_core import get_solver
 from remat_core.analysis import (CHANGE_ORDER, OnceThreshold, describe_computation, explain_tensor, graph_summary,
                                  recomputed_tensors, schedule_diff, smallest_budget_computed_once)
-from remat_core.graph import format_bytes
+from remat_core.analysis.explain import named_fields
+from remat_core.graph import format_bytes, node_by_label, node_labels
 from remat_core.schedule import ordinal
 
 require_entry()
+
+PICKER = "w_why_tensor"
+
+
+@callback
+def tensor_picked() -> None:
+    """The tensor picked becomes the page's tensor (what a link to it names)."""
+    st.session_state[state.WHY_TENSOR] = st.session_state[PICKER]
+
 
 st.title("Why recomputed?")
 graph = state.graph()
@@ -38,21 +50,30 @@ recomputed = recomputed_tensors(graph, schedule)
 st.caption(f"**{plain(solver)}** at **{format_bytes(budget)}** recomputes {len(recomputed)} of {len(counts)} "
            f"tensors. Pick one to see each of its computations and why.")
 
+labels = node_labels(graph)
 ranked = [n for n, _ in recomputed] + [n for n in graph.topological_order() if counts.get(n) == 1]
-wanted = st.session_state.get(state.WHY_TENSOR)
-if wanted not in ranked:
-    wanted = ranked[0]
-tensor = st.selectbox("Tensor", ranked, index=ranked.index(wanted), key="w_why_tensor",
-                      format_func=lambda n: f"{tensor_name(graph, n)} · computed {counts[n]}×")
+asked = st.session_state.get(state.WHY_TENSOR)
+wanted = node_by_label(graph, str(asked)) if asked is not None else None  # a link may name it by label or id
+if asked is not None and wanted not in ranked:
+    st.warning(f"No computed tensor of this model is named {plain(asked)}; showing the most recomputed one. Pick "
+               f"another below.")
+if wanted in ranked:
+    st.session_state[PICKER] = wanted  # named elsewhere: a link, the Timeline's Explain
+elif st.session_state.get(PICKER) not in ranked:
+    st.session_state[PICKER] = ranked[0]
+tensor = st.selectbox("Tensor", ranked, key=PICKER, format_func=lambda n: f"{labels[n]} · computed {counts[n]}×",
+                      on_change=tensor_picked)
 st.session_state[state.WHY_TENSOR] = tensor
 explanation = explain_tensor(graph, schedule, tensor)
 node = explanation.node
+st.caption(f"Link to this explanation: [{plain(labels[tensor])}]({why_url(state.model(), solver, budget, tensor)})",
+           help=f"Opens this page on this tensor, solver and budget. Its id in the graph file: {tensor}")
 
-cols = st.columns(4)
-cols[0].metric("Computed", f"{explanation.times_computed}×")
-cols[1].metric("Size", format_bytes(node.mem))
-cols[2].metric("Kind", node.kind)
-cols[3].metric("Readers", len(explanation.readers))
+with st.container(horizontal=True, gap="large"):  # metrics wrap on a narrow screen rather than cut their values
+    st.metric("Computed", f"{explanation.times_computed}×", width="content")
+    st.metric("Size", format_bytes(node.mem), width="content")
+    st.metric("Kind", node.kind, width="content")
+    st.metric("Readers", len(explanation.readers), width="content")
 
 for computation in explanation.computations:
     with st.container(border=True):
@@ -61,7 +82,8 @@ for computation in explanation.computations:
         st.markdown(plain(describe_computation(graph, computation, budget)))
         if computation.freed_reason or computation.reason:
             with st.expander("Recorded reasons"):
-                st.json({"compute": computation.reason, "previous free": computation.freed_reason})
+                st.json({"compute": computation.reason and named_fields(computation.reason, graph),
+                         "previous free": computation.freed_reason and named_fields(computation.freed_reason, graph)})
 
 
 def threshold_message(threshold: OnceThreshold) -> None:
@@ -121,9 +143,14 @@ elif other_outcome is not None:
     else:
         tally = {c: sum(1 for x in changes if x.change == c) for c in CHANGE_ORDER}
         st.caption(" · ".join(f"{n} {c}" for c, n in tally.items() if n))
-        st.dataframe([{"tensor": tensor_name(graph, c.tensor), "change": c.change, "computed at A": c.computes_a,
-                       "computed at B": c.computes_b, "bytes": format_bytes(c.mem)} for c in changes],
-                     hide_index=True, width="stretch")
+        model = state.model()
+        st.dataframe([{"tensor": labels[c.tensor], "change": c.change, "computed at A": c.computes_a,
+                       "computed at B": c.computes_b, "bytes": format_bytes(c.mem),
+                       "why at A": why_url(model, solver, budget, c.tensor),
+                       "why at B": why_url(model, solver, other, c.tensor)} for c in changes],
+                     hide_index=True, width="stretch",
+                     column_config={"why at A": st.column_config.LinkColumn(display_text="why at A"),
+                                    "why at B": st.column_config.LinkColumn(display_text="why at B")})
         csv_download("Comparison CSV", diff_records(graph, changes, budget, other), f"{graph.name}-{solver}-"
                      f"{budget}-vs-{other}.csv", "why_diff_csv",
                      "The table above, with raw numbers: each tensor computed a different number of times.")

@@ -464,6 +464,8 @@ def test_the_smallest_graphs_work_on_every_page(name):
 def test_the_learn_page_works_with_a_one_step_walkthrough():
     """At the top of its budget slider the lesson's schedule is one recursion call: one step, no step slider."""
     at = opened({}, "pages/learn.py")
+    at.number_input(key="w_learn_size_chain").set_value(3).run()
+    at.segmented_control(key="w_learn_mode").set_value("budget").run()
     at.slider(key="w_learn_budget").set_value(at.slider(key="w_learn_budget").max).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("Step 1 of 1" in m.value for m in at.markdown)

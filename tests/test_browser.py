@@ -218,8 +218,6 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
             page.wait_for_selector(".js-plotly-plot", timeout=RENDER_TIMEOUT_MS)
         if entry.url_path == "graph":
             page.wait_for_selector(".st-key-graph-view .js-plotly-plot", timeout=RENDER_TIMEOUT_MS)
-        if entry.url_path == "learn":
-            page.wait_for_selector("iframe", timeout=RENDER_TIMEOUT_MS)
         assert_no_error(page, entry.title)
         shot(page, entry.url_path)
 

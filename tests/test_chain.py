@@ -91,7 +91,7 @@ def test_plans_flatten_to_valid_schedules_with_reasons():
     rules = {r["rule"] for r in candidate.reasons}
     assert {"test-advance", "test-tape", "test-backward", "test-free"} <= rules
     advance = [r for r in candidate.reasons if r["rule"] == "test-advance"]
-    assert all(r["checkpoint"] == "{f3}" and r["segment"] == [1, 3] for r in advance)
+    assert all(r["checkpoint"] == "{layer 3 (fwd)}" and r["segment"] == [1, 3] for r in advance)
 
 
 def test_plan_computes_says_computed_then_recomputed():
@@ -99,7 +99,7 @@ def test_plan_computes_says_computed_then_recomputed():
     chain = linear_chain(g)
     computes, reasons = plan_computes(chain, Split(1, 1, Tape(2, Leaf(3)), Leaf(1)), "p")
     texts = [r["text"] for r in reasons]
-    assert texts[0].startswith("f1 computed") and all("recomputed" not in t for t in texts)
+    assert texts[0].startswith("layer 1 (fwd) computed") and all("recomputed" not in t for t in texts)
     computes, reasons = plan_computes(chain, Split(1, 2, Leaf(3), Split(1, 1, Leaf(2), Leaf(1))), "p")
     assert sum("recomputed" in r["text"] for r in reasons) == 1  # f1 again, to reach f2's group
 
@@ -112,7 +112,7 @@ def test_ops_from_computes_frees_each_instance_after_its_last_reader():
     assert ops == [("compute", "a"), ("compute", "b"), ("free", "a"), ("compute", "a"), ("compute", "c"),
                    ("free", "b"), ("free", "a"), ("free", "c")]
     assert reasons[0]["consumer"] == "b" and reasons[3]["consumer"] == "c"
-    assert reasons[2]["text"] == "last read by b until a is next computed"
+    assert reasons[2]["text"] == "last read by b (fwd) until a (fwd) is next computed"
     simulate(g, ops)
 
 

@@ -61,8 +61,8 @@ def test_occurrences_and_op_descriptions():
     result = recompute_schedule(graph).simulation
     numbers = occurrences(result)
     assert numbers[9] == 2 and numbers[0] == 1 and numbers[2] == 1
-    assert describe_op(graph, result, 9, numbers[9]) == "compute layer 1 (2nd computation)"
-    assert describe_op(graph, result, 2, numbers[2]) == "free layer 1"
+    assert describe_op(graph, result, 9, numbers[9]) == "compute layer 1 (fwd) (2nd computation)"
+    assert describe_op(graph, result, 2, numbers[2]) == "free layer 1 (fwd)"
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
 
@@ -100,11 +100,11 @@ def test_fitting_point_is_the_cheapest_that_fits():
 def test_walkthrough_has_one_step_per_computation_without_recorded_calls():
     graph = chain3()
     schedule = recompute_schedule(graph)
-    steps = walkthrough_steps(schedule)
+    steps = walkthrough_steps(graph, schedule)
     assert len(steps) == schedule.simulation.computes
     assert [s.first_op for s in steps] == [i for i, (a, _) in enumerate(schedule.ops) if a == "compute"]
     recompute = next(s for s in steps if s.recomputes)
-    assert recompute.computed == (("f1", 2),) and step_title(graph, recompute) == "recompute layer 1 (2nd time)"
+    assert recompute.computed == (("f1", 2),) and step_title(graph, recompute) == "recompute layer 1 (fwd) (2nd time)"
     assert steps[1].freed == ("f1",) and steps[-1].memory == schedule.simulation.memory[-1]
 
 
@@ -113,7 +113,7 @@ def test_walkthrough_groups_ops_by_recorded_recursion_call():
     ops, _ = checkpoint_all_ops(graph)
     reasons = [reason("top", call=0, depth=0, bag=["f1"]) if i < 3 else reason("child", call=1, depth=1)
                for i in range(len(ops))]
-    steps = walkthrough_steps(simulated(graph, ops, reasons))
+    steps = walkthrough_steps(graph, simulated(graph, ops, reasons))
     assert [(s.call, s.depth) for s in steps] == [(0, 0), (1, 1)]
     first_child_compute = next(i for i, (a, _) in enumerate(ops) if a == "compute" and i >= 3)
     assert steps[0].bag == ["f1"] and steps[1].first_op == first_child_compute
@@ -126,7 +126,7 @@ def test_walkthrough_groups_computes_of_one_separator_frame_and_keeps_frees_with
     reasons = [None] * len(ops)
     for k, i in enumerate(computes):
         reasons[i] = reason("in frame", frame=0 if k < 2 else 3, depth=0 if k < 2 else 1)
-    steps = walkthrough_steps(simulated(graph, ops, reasons))
+    steps = walkthrough_steps(graph, simulated(graph, ops, reasons))
     assert [s.frame for s in steps] == [0, 3] and steps[0].call == (0, 0)
     assert steps[1].first_op == computes[2] and steps[-1].last_op == len(ops) - 1
     assert call_key({"text": "x"}) is None and call_key({"call": 7, "frame": 1}) == 7

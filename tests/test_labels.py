@@ -12,12 +12,13 @@ def test_every_label_is_unique_and_names_module_op_and_pass():
              Node("c1", 8, 1, kind="forward", module="layer1.conv", op="aten.convolution"),
              Node("c2", 8, 1, kind="forward", module="layer1.conv", op="aten.convolution"),
              Node("g", 8, 2, kind="backward", module="layer1.conv", op="aten.convolution_backward", label="conv_bw[0]"),
-             Node("m", 8, 1, kind="forward", module="layer2.conv", label="conv fwd")]
-    graph = ComputeGraph(nodes, [("p", "c1"), ("c1", "c2"), ("c2", "g"), ("c2", "m")], outputs=["g", "m"])
+             Node("m", 8, 1, kind="forward", module="layer2.conv", label="conv fwd"),
+             Node("t", 8, 1, kind="forward", module="fc", label="fc fwd")]  # a top-level module reads the same way
+    graph = ComputeGraph(nodes, [("p", "c1"), ("c1", "c2"), ("c2", "g"), ("c2", "m"), ("m", "t")], outputs=["g", "t"])
     labels = node_labels(graph)
     assert labels == {"p": "layer1.conv.weight (param)", "c1": "layer1.conv · convolution (fwd)",
                       "c2": "layer1.conv · convolution (fwd) #2", "g": "layer1.conv · conv_bw[0] (bwd)",
-                      "m": "layer2.conv · fwd"}
+                      "m": "layer2.conv · fwd", "t": "fc · fwd"}
     assert node_label(graph, "c2") == labels["c2"]
 
 

@@ -40,7 +40,7 @@ def test_timeline_has_frames_a_budget_line_and_colours_by_kind():
     stacked = np.sum([np.asarray(t.y) for t in fig.data[:-3]], axis=0)
     assert stacked.tolist() == list(schedule.simulation.memory)
     frame = fig.frames[9]
-    assert frame.name == "9" and "compute layer 1 (2nd computation)" in frame.layout.annotations[0].text
+    assert frame.name == "9" and "compute layer 1 (fwd) (2nd computation)" in frame.layout.annotations[0].text
     assert frame.layout.shapes[0].x0 == 9
 
 
@@ -92,9 +92,9 @@ def test_lifetime_chart_escapes_names_from_files_once():
                          [("x", "evil")])
     fig = lifetime_chart(graph, solve(graph, 100))
     row, = (t for t in fig.data if "evil" in str(t.y[0]) or "a&lt;b&gt;" in str(t.y[0]))
-    assert row.y[0] == "a&lt;b&gt; &amp; c"
-    assert row.hovertext[0].startswith("a&lt;b&gt; &amp; c · 1st computation")
-    assert list(fig.layout.yaxis.categoryarray) == ["a&lt;b&gt; &amp; c"]
+    assert row.y[0] == "a&lt;b&gt; &amp; c (fwd)"
+    assert row.hovertext[0].startswith("a&lt;b&gt; &amp; c (fwd) · 1st computation")
+    assert list(fig.layout.yaxis.categoryarray) == ["a&lt;b&gt; &amp; c (fwd)"]
 
 
 def test_drawn_steps_are_bounded_real_steps_and_keep_the_peak():
@@ -113,7 +113,7 @@ def test_lifetime_chart_colours_recomputations():
     assert list(by_name["recomputed"].base) == [9]
     assert by_name["forward"].marker.color == KIND_COLORS["forward"]
     rows = fig.layout.yaxis.categoryarray
-    assert rows[-1] == "layer 1"  # f1 is computed first: top row
+    assert rows[-1] == "layer 1 (fwd)"  # f1 is computed first: top row
 
 
 def test_lifetime_rows_can_be_only_the_recomputed_or_one_module():
@@ -122,7 +122,7 @@ def test_lifetime_rows_can_be_only_the_recomputed_or_one_module():
     assert lifetime_candidates(graph, schedule)[0] == "f1" and len(lifetime_candidates(graph, schedule)) == 7
     assert lifetime_candidates(graph, schedule, recomputed_only=True) == ["f1"]
     fig = lifetime_chart(graph, schedule, recomputed_only=True)
-    assert list(fig.layout.yaxis.categoryarray) == ["layer 1"]
+    assert list(fig.layout.yaxis.categoryarray) == ["layer 1 (fwd)"]
     assert len(lifetime_chart(graph, schedule, max_rows=3).layout.yaxis.categoryarray) == 3
 
 
@@ -143,8 +143,8 @@ def test_lifetime_rows_read_as_module_and_name_and_filter_by_module():
     graph = modular_graph()
     schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
     assert row_labels(graph, ["block1.conv:fwd", "block2.conv:fwd", "head.mm", "head.mm_1", "top"]) == {
-        "block1.conv:fwd": "block1.conv fwd", "block2.conv:fwd": "block2.conv fwd",
-        "head.mm": "mm · head (head.mm)", "head.mm_1": "mm · head (head.mm_1)", "top": "top fwd"}
+        "block1.conv:fwd": "block1.conv · fwd", "block2.conv:fwd": "block2.conv · fwd",
+        "head.mm": "head · mm (fwd)", "head.mm_1": "head · mm (fwd) #2", "top": "top · fwd"}
     assert set(lifetime_candidates(graph, schedule, module="block2")) == {"block2.conv:fwd"}
     assert set(lifetime_candidates(graph, schedule, module="head")) == {"head.mm", "head.mm_1"}
     assert module_groups(graph) == ["block1", "block1.conv", "block2", "block2.conv", "head", "top"]

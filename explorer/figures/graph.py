@@ -1,5 +1,5 @@
-"""Pictures of the graph: the Graph page's view (levels of detail, layered layout, a schedule laid over it)
-and the Learn page's example DAG, cached by the graph's content hash."""
+"""Pictures of the graph: the Graph page's view (levels of detail, layered layout, a schedule laid over it),
+cached by the graph's content hash. (The Learn page's figures are in :mod:`explorer.figures.lesson`.)"""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from remat_core import ComputeGraph
-from remat_core.analysis import GraphView, Layout, full_view, graph_view, layered_layout, schedule_status
+from remat_core.analysis import GraphView, Layout, graph_view, layered_layout, schedule_status
 from remat_core.schedule import SimulationResult
-from remat_core.viz import RECOMPUTE_COLOR, dag_html, graph_view_figure
+from remat_core.viz import graph_view_figure
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -31,12 +31,3 @@ def graph_view_chart(graph: ComputeGraph, view: GraphView, layout: Layout, simul
     status = schedule_status(graph, simulation, step).in_view(view) if simulation is not None else None
     return graph_view_figure(view, layout, status=status, selected=selected, focus=focus, marked=marked,
                              title=title, uirevision=uirevision)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def lesson_dag(graph_key: str, _graph: ComputeGraph, resident: tuple[str, ...], current: tuple[str, ...]) -> str:
-    """The example DAG with the resident tensors outlined and the ones just computed in orange."""
-    del graph_key
-    view = full_view(_graph)
-    return dag_html(view, highlight=set(resident) | set(current) if resident or current else (),
-                    colors={n: RECOMPUTE_COLOR for n in current}, height_px=280)

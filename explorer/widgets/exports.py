@@ -16,6 +16,7 @@ import streamlit as st
 from remat_core import ComputeGraph, Schedule
 from remat_core.analysis import TensorChange, reported_gap
 from remat_core.decompose import Decomposition, SeparatorTree
+from remat_core.graph import node_labels
 
 from ..jobs.worker import Outcome
 
@@ -85,7 +86,9 @@ def comparison_records(outcomes: Mapping[str, Outcome | None], budget: int) -> l
 
 def diff_records(graph: ComputeGraph, changes: Sequence[TensorChange], budget_a: int,
                  budget_b: int) -> list[dict[str, Any]]:
-    """The Why page's two-budget comparison, one row per tensor whose computations differ."""
-    return [{"tensor": c.tensor, "name": graph.node(c.tensor).display_name, "module": graph.node(c.tensor).module,
+    """The Why page's two-budget comparison, one row per tensor whose computations differ: its id (for
+    programs) and its label (for people)."""
+    labels = node_labels(graph)
+    return [{"tensor": c.tensor, "name": labels[c.tensor], "module": graph.node(c.tensor).module,
              "change": c.change, "budget_a_bytes": budget_a, "computed_at_a": c.computes_a,
              "budget_b_bytes": budget_b, "computed_at_b": c.computes_b, "bytes": c.mem} for c in changes]

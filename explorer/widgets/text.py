@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from remat_core.graph import node_label
+
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
@@ -14,13 +16,9 @@ def plain(text: Any) -> str:
 
 
 def tensor_name(graph, node_id: str) -> str:
-    """A node's label, with its module path when the label alone does not say where it is
-    (module-level labels such as ``bn1 fwd`` repeat in every block)."""
-    node = graph.node(node_id)
-    name = node.display_name
-    if node.module and not name.startswith(node.module):
-        return f"{name} · {node.module}"
-    return name
+    """A node's name for people: its label (:func:`remat_core.graph.node_label`: module path and op, pass
+    marked, unique), never its id."""
+    return node_label(graph, node_id)
 
 
 def percent(value: float | None, signed: bool = True) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import GraphError, InfeasibleBudget
-from ..graph import ComputeGraph, Node, format_bytes
+from ..graph import ComputeGraph, Node, format_bytes, node_labels
 from ..schedule import COMPUTE, FREE, Reason, Schedule, ordinal, simulation_of
 from ..solvers import solve
 
@@ -172,18 +172,35 @@ BYTE_FIELDS = frozenset({"memory", "footprint", "bytes", "mem"})
 _BYTES_IN_TEXT = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
 
 
-def describe_reason(reason: Reason | None, context: str = "") -> str:
+def describe_reason(reason: Reason | None, context: str = "", graph: ComputeGraph | None = None) -> str:
     """A reason as one sentence: its text with byte counts formatted, then in brackets its rule and the
-    structured fields the text (or ``context``, the sentence around it) does not already say."""
+    structured fields the text (or ``context``, the sentence around it) does not already say.
+
+    With ``graph``, fields that name nodes of it (``consumer``, a list of ids) are shown by their
+    labels (:func:`remat_core.graph.node_labels`), as solvers' texts name them."""
     if not reason:
         return "the solver recorded no reason"
     raw = str(reason.get("text", "")).strip()
     text = _BYTES_IN_TEXT.sub(lambda m: format_bytes(int(m.group(1).replace(",", ""))), raw) or "no text"
     said = f"{context} {raw} {text}"
-    extra = [f"{key} {_field_value(key, value)}" for key, value in reason.items()
+    fields = named_fields(reason, graph) if graph is not None else reason
+    extra = [f"{key} {_field_value(key, value)}" for key, value in fields.items()
              if key not in ("text", "rule") and value is not None and not _already_said(key, value, said)]
     tail = "; ".join(part for part in (str(reason.get("rule") or ""), ", ".join(extra)) if part)
     return f"{text} ({tail})" if tail else text
+
+
+def named_fields(reason: Reason, graph: ComputeGraph) -> dict[str, Any]:
+    """The reason's fields with node ids (alone or in a list) replaced by the nodes' labels."""
+    labels = node_labels(graph)
+
+    def name(value: Any) -> Any:
+        if isinstance(value, str):
+            return labels.get(value, value)
+        if isinstance(value, (list, tuple)):
+            return [name(v) for v in value]
+        return value
+    return {key: value if key in ("text", "rule") else name(value) for key, value in reason.items()}
 
 
 def _is_count(value: Any) -> bool:
@@ -223,13 +240,13 @@ def _short(value: Any, limit: int = 8) -> str:
 def describe_computation(graph: ComputeGraph, c: Computation, budget: int | None) -> str:
     """A paragraph for one computation, in the words the explorer shows (each reason's fields only where
     the paragraph does not say them already)."""
-    name = graph.node(c.tensor).display_name
-    parts = [f"{ordinal(c.occurrence)} computation of {name}, at step {c.step}."]
+    labels = node_labels(graph)
+    parts = [f"{ordinal(c.occurrence)} computation of {labels[c.tensor]}, at step {c.step}."]
     if c.freed_step is not None:
         freed = f"It had been freed at step {c.freed_step} with {format_bytes(c.freed_at_memory)} in use"
-        parts.append(f"{freed}: {describe_reason(c.freed_reason, freed)}.")
+        parts.append(f"{freed}: {describe_reason(c.freed_reason, freed, graph)}.")
     if c.needed_by is not None:
-        parts.append(f"Needed by {graph.node(c.needed_by).display_name} (step {c.needed_by_step}).")
+        parts.append(f"Needed by {labels[c.needed_by]} (step {c.needed_by_step}).")
     elif c.tensor in graph.outputs:
         parts.append("It is an output of the graph.")
     else:
@@ -238,7 +255,7 @@ def describe_computation(graph: ComputeGraph, c: Computation, budget: int | None
     if budget:
         used += f" of a {format_bytes(budget)} budget ({c.memory_after / budget:.0%})"
     parts.append(used + ".")
-    parts.append(f"Solver's reason: {describe_reason(c.reason, ' '.join(parts))}.")
+    parts.append(f"Solver's reason: {describe_reason(c.reason, ' '.join(parts), graph)}.")
     return " ".join(parts)
 
 

@@ -42,6 +42,7 @@ from typing import Iterable
 
 from ..errors import GraphError
 from .compute_graph import ComputeGraph, Node
+from .labels import short_name
 
 DEFAULT_BACKWARD_COST_FACTOR = 2.0
 LOSS_BYTES = 4
@@ -186,7 +187,7 @@ class _BackwardBuilder:
         if activations:
             grad = self._fresh(f"{v}:grad")
             self._add(Node(grad, parts[0], costs.pop(0), "backward", op="gradient", module=node.module,
-                           label=f"grad {node.display_name}"), reads)
+                           label=f"grad {short_name(node) or node.id}"), reads)
             self.grad_of[v] = grad
         for p, cost in zip(params, costs):
             self._parameter_link(p, cost, reads)
@@ -199,7 +200,7 @@ class _BackwardBuilder:
         last = len(links) + 1 == readers
         link = self._fresh(f"{p}:grad" if last else f"{p}:grad#{len(links) + 1}")
         self._add(Node(link, param.mem, cost, "backward", op="gradient", shape=param.shape, dtype=param.dtype,
-                       module=param.module, label=f"grad {param.display_name}"), reads + links[-1:])
+                       module=param.module, label=f"grad {short_name(param) or param.id}"), reads + links[-1:])
         links.append(link)
         if last:
             self.outputs.append(link)

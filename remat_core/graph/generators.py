@@ -10,6 +10,7 @@ import math
 import random
 from typing import Sequence
 
+from .backward import with_backward
 from .compute_graph import ComputeGraph, Node
 
 
@@ -173,6 +174,88 @@ def series_parallel(n: int, mem: int = 1, cost: float = 1.0, seed: int = 0, name
         edges.append((w, v))
     nodes = [Node(x, mem, cost, "forward") for x in names]
     return ComputeGraph(nodes, edges, outputs=["t"], name=name or f"series-parallel-{n}-s{seed}")
+
+
+def residual_training_net(blocks: int = 2, mem: int = 1, cost: float = 1.0, name: str | None = None) -> ComputeGraph:
+    """The training graph of a small residual network: a stem convolution, ``blocks`` residual blocks
+    (conv, relu, conv, then add the block's input), a linear head; a backward pass by
+    :func:`~remat_core.graph.backward.with_backward`.
+
+    Activations are ``mem`` bytes, weights ``mem // 4`` (pinned ``param`` nodes); nodes carry module
+    paths and ops (labels such as ``block1.conv2 · conv (fwd)``) and ids ``v0, v1...`` that say nothing.
+    """
+    _check_size(blocks)
+    net = _Forward(mem, cost)
+    x = net.input()
+    x = net.layer("stem", "conv", x)
+    for b in range(1, blocks + 1):
+        h = net.layer(f"block{b}.conv1", "conv", x)
+        h = net.layer(f"block{b}.relu", "relu", h, weight=False)
+        h = net.layer(f"block{b}.conv2", "conv", h)
+        x = net.layer(f"block{b}", "add", h, x, weight=False)
+    net.layer("head", "linear", x, size=max(1, mem // 8))
+    return with_backward(net.graph(name or f"residual-net-{blocks}"))
+
+
+def unet_training_graph(levels: int = 2, mem: int = 1, cost: float = 1.0, name: str | None = None) -> ComputeGraph:
+    """The training graph of a small U-Net: ``levels`` encoder convolutions each followed by a pool, a
+    bottleneck, then per level an upsampling, a concatenation with the encoder's output of that level
+    (the long skip connections) and a decoder convolution; a backward pass by
+    :func:`~remat_core.graph.backward.with_backward`.
+
+    Level ``i`` activations are ``mem // 2**i`` bytes (at least 1): resolution halves, channels double.
+    """
+    _check_size(levels)
+    net = _Forward(mem, cost)
+    x = net.input()
+    skips = []
+    for i in range(1, levels + 1):
+        size = max(1, mem >> (i - 1))
+        x = net.layer(f"enc{i}", "conv", x, size=size)
+        skips.append(x)
+        x = net.layer(f"down{i}", "max_pool", x, weight=False, size=max(1, size // 4))
+    x = net.layer("bottleneck", "conv", x, size=max(1, mem >> levels))
+    for i in range(levels, 0, -1):
+        size = max(1, mem >> (i - 1))
+        x = net.layer(f"up{i}", "upsample", x, size=size)
+        x = net.layer(f"up{i}", "cat", x, skips[i - 1], weight=False, size=2 * size)
+        x = net.layer(f"dec{i}", "conv", x, size=size)
+    net.layer("head", "conv", x, size=max(1, mem // 4))
+    return with_backward(net.graph(name or f"unet-{levels}"))
+
+
+class _Forward:
+    """A forward graph built layer by layer: node ids ``v0, v1...``, modules and ops for the labels."""
+
+    def __init__(self, mem: int, cost: float):
+        self.mem, self.cost = mem, cost
+        self.nodes: list[Node] = []
+        self.edges: list[tuple[str, str]] = []
+
+    def _add(self, node_id: str, node: Node, inputs: Sequence[str]) -> str:
+        self.nodes.append(node)
+        self.edges += [(u, node_id) for u in inputs]
+        return node_id
+
+    def _fresh(self) -> str:
+        return f"v{len(self.nodes)}"
+
+    def input(self) -> str:
+        node_id = self._fresh()
+        return self._add(node_id, Node(node_id, self.mem, 0.0, "input", True, label="input"), ())
+
+    def layer(self, module: str, op: str, *inputs: str, weight: bool = True, size: int | None = None) -> str:
+        reads = list(inputs)
+        if weight:
+            w = self._fresh()
+            reads.append(self._add(w, Node(w, max(1, self.mem // 4), 0.0, "param", True, module=module,
+                                           label=f"{module}.weight"), ()))
+        node_id = self._fresh()
+        return self._add(node_id, Node(node_id, self.mem if size is None else size, self.cost, "forward",
+                                       op=f"aten.{op}", module=module), reads)
+
+    def graph(self, name: str) -> ComputeGraph:
+        return ComputeGraph(self.nodes, self.edges, outputs=[self.nodes[-1].id], name=name)
 
 
 MOCCASIN_MEMORY_RANGE = (10, 6200)

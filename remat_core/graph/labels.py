@@ -18,8 +18,9 @@ PASS_MARKS = {"forward": "fwd", "loss": "loss", "backward": "bwd"}
 SEPARATOR = " · "
 
 
-def _op_name(node: Node) -> str | None:
-    """The node's own short name: its label, else its operator without the namespace (``aten.mm`` -> ``mm``)."""
+def short_name(node: Node) -> str | None:
+    """The node's own short name: its label, else its operator without the namespace (``aten.mm`` -> ``mm``);
+    None when it has neither (only its id would name it)."""
     if node.label:
         return node.label
     if node.op:
@@ -29,13 +30,15 @@ def _op_name(node: Node) -> str | None:
 
 def base_label(node: Node) -> str:
     """A node's label before it is made unique: module path and op, with its pass or kind marked."""
-    name = _op_name(node)
+    name = short_name(node)
     module = node.module
-    if module and name and not name.startswith(module + "."):  # "conv1.weight" names its module already
-        # a module-level label such as "conv1 fwd" repeats the module's last part: say it once
-        last = module.rsplit(".", 1)[-1]
-        short = name[len(last):].strip() if name.startswith(last + " ") else name
-        text = f"{module}{SEPARATOR}{short or name}"
+    last = module.rsplit(".", 1)[-1] if module else ""
+    if module and name and name.startswith(last + " ") and name[len(last):].strip():
+        # a module-level label such as "conv1 fwd" repeats the module's last part: say it once, as
+        # "layer1.0.conv1 · fwd" (a top-level module too: "conv1 · fwd")
+        text = f"{module}{SEPARATOR}{name[len(last):].strip()}"
+    elif module and name and not _names_module(name, module):
+        text = f"{module}{SEPARATOR}{name}"
     else:
         text = name or node.id
     mark = PASS_MARKS.get(node.kind, node.kind)
@@ -43,6 +46,11 @@ def base_label(node: Node) -> str:
     if node.kind == "other" or mark in words or (node.kind == "backward" and "grad" in words):
         return text
     return f"{text} ({mark})"
+
+
+def _names_module(name: str, module: str) -> bool:
+    """Whether ``name`` already names ``module``: ``conv1.weight``, ``grad layer1.conv1.weight``."""
+    return any(word == module or word.startswith(module + ".") for word in name.split())
 
 
 def node_labels(graph: ComputeGraph) -> Mapping[str, str]:

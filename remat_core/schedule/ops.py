@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from .schedule import COMPUTE, FREE, Op, Reason, reason
 
 
@@ -87,6 +87,7 @@ def ops_from_computes(graph: ComputeGraph, computes: Sequence[int], reasons: Seq
     for position, last in enumerate(last_reader):
         frees_after.setdefault(position if last is None else last, []).append(position)
     ids = graph.ids
+    labels = node_labels(graph) if reasons is not None else {}
     ops: list[Op] = []
     out_reasons: list[Reason | None] = []
     for position, node in enumerate(computes):
@@ -101,12 +102,13 @@ def ops_from_computes(graph: ComputeGraph, computes: Sequence[int], reasons: Seq
             freed = ids[computes[instance]]
             ops.append((FREE, freed))
             if reasons is not None:
-                until = f" until {freed} is next computed" if recomputed[instance] else ""
+                name = labels[freed]
+                until = f" until {name} is next computed" if recomputed[instance] else ""
                 if instance == position:
-                    text = f"nothing reads {freed}{until}" if until else f"{freed} has no later reader"
+                    text = f"nothing reads {name}{until}" if until else f"{name} has no later reader"
                     out_reasons.append(reason(text, rule=free_rule))
                 else:
-                    out_reasons.append(reason(f"last read by {ids[node]}{until}", rule=free_rule,
+                    out_reasons.append(reason(f"last read by {labels[ids[node]]}{until}", rule=free_rule,
                                               consumer=ids[node]))
     return ops, (out_reasons if reasons is not None else None)
 

@@ -23,7 +23,7 @@ from bisect import bisect_right
 from typing import Any, NamedTuple, Sequence
 
 from ..errors import InfeasibleBudget
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from .schedule import COMPUTE, FREE, Op, Reason, reason
 
 IndexedOp = tuple[str, int]
@@ -44,17 +44,19 @@ class PassReason(NamedTuple):
 
     def to_reason(self, graph: ComputeGraph) -> Reason:
         ids = graph.ids
+        labels = node_labels(graph)
         other = ids[self.other] if self.other is not None else None
+        name = labels[other] if other is not None else None
         if self.rule == "evict":
-            return reason(f"evicted to make room for {other} within the budget: cheapest to recompute per byte "
+            return reason(f"evicted to make room for {name} within the budget: cheapest to recompute per byte "
                           f"({graph.cost[self.node]:g} per {graph.mem[self.node]:,} bytes), next needed at source step "
                           f"{self.step}", rule="evict", consumer=other)
         if self.rule == "evict-recompute":
-            return reason(f"recomputed for consumer {other}: it had been evicted to fit the budget",
+            return reason(f"recomputed for consumer {name}: it had been evicted to fit the budget",
                           rule="evict-recompute", consumer=other)
         if other is not None:
-            return reason(f"freed right after its last reader {other}", rule="last-use", consumer=other)
-        return reason(f"{ids[self.node]} has no further reader", rule="last-use")
+            return reason(f"freed right after its last reader {name}", rule="last-use", consumer=other)
+        return reason(f"{labels[ids[self.node]]} has no further reader", rule="last-use")
 
 
 def reason_objects(graph: ComputeGraph, reasons: Sequence[Any]) -> list[Any]:

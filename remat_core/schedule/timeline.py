@@ -13,7 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import ScheduleFormatError
-from ..graph import NODE_KINDS, ComputeGraph
+from ..graph import NODE_KINDS, ComputeGraph, node_label
 from .schedule import COMPUTE, Schedule
 from .simulator import SimulationResult
 
@@ -109,9 +109,10 @@ def ordinal(n: int) -> str:
 
 
 def describe_op(graph: ComputeGraph, result: SimulationResult, step: int, occurrence: int) -> str:
-    """One line naming op ``step``: ``'compute layer 3 (2nd computation)'`` or ``'free layer 3'``."""
+    """One line naming op ``step`` by its tensor's label: ``'compute layer 3 (fwd) (2nd computation)'`` or
+    ``'free layer 3 (fwd)'``."""
     action, node = result.ops[step]
-    name = graph.node(node).display_name
+    name = node_label(graph, node)
     if action == COMPUTE:
         return f"compute {name}" + (f" ({ordinal(occurrence)} computation)" if occurrence > 1 else "")
     return f"free {name}"

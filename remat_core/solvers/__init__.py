@@ -12,8 +12,9 @@ import pkgutil
 from ._checkmate_model import highs_left_running
 from .api import DEFAULT_SOLVER, SweepRow, check_budget, solve, sweep
 from .base import REGISTRY, Option, SolverSpec, get_solver, register, solver_names
+from .recursion_trace import TRACED_SOLVERS, RecursionCall, RecursionTrace, trace_recursion
 
-_INFRASTRUCTURE = {"api", "base"}
+_INFRASTRUCTURE = {"api", "base", "recursion_trace"}
 _LISTED_FIRST = ("auto", "checkpoint_all")
 """The default solver, then the baseline; the others follow in alphabetical order of their modules."""
 
@@ -41,5 +42,6 @@ def list_solvers() -> list[SolverSpec]:
     return list(REGISTRY.values())
 
 
-__all__ = ["DEFAULT_SOLVER", "Option", "REGISTRY", "SolverSpec", "SweepRow", "check_budget", "get_solver",
-           "highs_left_running", "list_solvers", "register", "solve", "solver_names", "sweep"]
+__all__ = ["DEFAULT_SOLVER", "Option", "REGISTRY", "RecursionCall", "RecursionTrace", "SolverSpec", "SweepRow",
+           "TRACED_SOLVERS", "check_budget", "get_solver", "highs_left_running", "list_solvers", "register", "solve",
+           "solver_names", "sweep", "trace_recursion"]

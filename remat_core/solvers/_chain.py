@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable, Sequence
 
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from ..schedule import needed_topological_order
 
 SEGMENTATIONS = ("auto", "articulation", "linear")
@@ -120,15 +120,15 @@ class Chain:
         return sum(mem[v] for v in self.boundaries[k])
 
     def boundary_label(self, k: int) -> str:
-        """The checkpoint after stage ``k``, named by its tensors (at most three)."""
+        """The checkpoint after stage ``k``, named by its tensors' labels (at most three)."""
         return self._labels[k]
 
     @cached_property
     def _labels(self) -> tuple[str, ...]:
-        ids = self.graph.ids
+        ids, node_names = self.graph.ids, node_labels(self.graph)
         labels = []
         for boundary in self.boundaries:
-            names = sorted(ids[v] for v in boundary)
+            names = sorted(node_names[ids[v]] for v in boundary)
             more = f", +{len(names) - 3} more" if len(names) > 3 else ""
             labels.append("{" + ", ".join(names[:3]) + more + "}" if names else "(the pinned inputs)")
         return tuple(labels)

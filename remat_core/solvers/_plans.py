@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
 from ..errors import InfeasibleBudget
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from ..schedule import Reason, Schedule, checkpoint_all_ops, checkpoint_all_peak, ops_from_computes, reason, simulate
 from ._chain import SEGMENTATIONS, Chain
 from .base import Option
@@ -72,14 +72,15 @@ def plan_computes(chain: Chain, plan: Plan, solver: str) -> tuple[list[int], lis
     computes: list[int] = []
     reasons: list[Reason] = []
     seen: set[int] = set()
-    ids = chain.graph.ids
+    labels = node_labels(chain.graph)
+    names = [labels[i] for i in chain.graph.ids]
 
     def emit(nodes: Iterable[int], text: Callable[[str, str], str], **fields) -> None:
         for v in nodes:
             verb = "recomputed" if v in seen else "computed"
             seen.add(v)
             computes.append(v)
-            reasons.append(reason(text(verb, ids[v]), **fields))
+            reasons.append(reason(text(verb, names[v]), **fields))
 
     def backward(k: int) -> None:
         emit(chain.stage(k).backward, lambda verb, v: f"backward group {k}: {v} {verb}",

@@ -31,9 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..decompose import Decomposition, SeparatorTree
+from ..decompose import Decomposition, SeparatorTree, separator_tree
 from ..errors import InfeasibleBudget, SolverLimitExceeded
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from ..schedule import (COMPUTE, FREE, PassReason, Schedule, checkpoint_all_cost, checkpoint_all_ops,
                         checkpoint_all_peak, evict_to_budget_indexed, reason, tighten_indexed)
 from ._time import Deadline
@@ -168,6 +168,44 @@ def pure_bounds(graph: ComputeGraph, hierarchy: Hierarchy) -> PureBounds:
     return PureBounds(graph.pinned_bytes + worst, tuple(calls), computes)
 
 
+@dataclass
+class CallRecord:
+    """One call ``remat(X, keep, touch)`` as it opened (graph indices), kept when a run records its calls.
+
+    Attributes
+    ----------
+    parent : int or None
+        The call that opened it (its position in the record), None for the top call.
+    node : int
+        The hierarchy node X (a separator-tree bag for TW-Remat and PW-Remat).
+    depth : int
+    keep, touch : tuple of int
+        What the caller asked for: tensors to leave resident, outputs to compute.
+    closure : tuple of int
+        S, in topological order: every tensor the call (with the calls it opens) computes.
+    rule : str
+        ``separator-request`` (recurses into its children), ``separator-leaf`` or ``fits-budget``.
+    requester : int or None
+        The separator bag whose request opened it (None: the top call).
+    consumer : int or None
+        The tensor whose inputs it brings in (None: phase 2, or the top call).
+    first_op, end_op : int
+        Its ops (and those of the calls it opens) are ``ops[first_op:end_op]``.
+    """
+
+    parent: int | None
+    node: int
+    depth: int
+    keep: tuple[int, ...]
+    touch: tuple[int, ...]
+    closure: tuple[int, ...]
+    rule: str
+    requester: int | None
+    consumer: int | None
+    first_op: int
+    end_op: int = -1
+
+
 class SeparatorRemat:
     """One run of the recursion over a hierarchy, emitting ``(action, index)`` ops and compact reasons.
 
@@ -184,10 +222,14 @@ class SeparatorRemat:
         Named in that error.
     deadline : Deadline, optional
         Stop with :class:`SolverLimitExceeded` once it passes (checked every 1,024 compute ops).
+    record : bool
+        Keep every call (:attr:`calls`, a :class:`CallRecord` each) and which call emitted each op
+        (:attr:`op_calls`): the Learn page's walkthrough. Off for solving.
     """
 
     def __init__(self, graph: ComputeGraph, hierarchy: Hierarchy, budget: int | None,
-                 max_computes: int = DEFAULT_MAX_COMPUTES, solver: str = "", deadline: Deadline | None = None):
+                 max_computes: int = DEFAULT_MAX_COMPUTES, solver: str = "", deadline: Deadline | None = None,
+                 record: bool = False):
         self.graph = graph
         self.h = hierarchy
         self.budget = budget
@@ -205,6 +247,9 @@ class SeparatorRemat:
         self.ops: list[IndexedOp] = []
         self.reasons: list[tuple] = []
         self.computes = 0
+        self.calls: list[CallRecord] | None = [] if record else None
+        self.op_calls: list[int] = []
+        self._open: list[int] = []
 
     def run(self) -> tuple[list[IndexedOp], list[tuple]]:
         """The whole schedule: the top call touches every output."""
@@ -215,6 +260,7 @@ class SeparatorRemat:
 
     def _remat(self, x: int, keep: list[int], touch: list[int], requester: int | None,
                consumer: int | None) -> None:
+        """One call: steps 1-3 of the module notes."""
         resident, computed = self.resident, self.computed
         keep = [v for v in keep if not resident[v]]
         touch = [v for v in touch if not computed[v]]
@@ -223,13 +269,36 @@ class SeparatorRemat:
         closure = self._closure(keep + touch)
         h = self.h
         leaf = not h.children[x]
+        rule = "separator-request"
+        plan: list[tuple[str, int, int | None]] = []
+        footprint = 0
         if leaf or self.budget is not None:
             plan, footprint = self._plan(closure, set(keep))
             fits = self.budget is not None and self.memory + footprint <= self.budget
             if leaf or fits:
                 rule = "fits-budget" if fits else "separator-leaf"
-                self._emit_plan(plan, (rule, requester, consumer, h.depth[x], x, footprint if fits else None))
-                return
+        if self.calls is not None:
+            self._open_call(x, keep, touch, closure, rule, requester, consumer)
+        if rule == "separator-request":
+            self._recurse(x, keep, touch, closure, requester, consumer)
+        else:
+            self._emit_plan(plan, (rule, requester, consumer, h.depth[x], x, footprint if rule == "fits-budget"
+                                   else None))
+        if self.calls is not None:
+            self.calls[self._open.pop()].end_op = len(self.ops)
+
+    def _open_call(self, x: int, keep: list[int], touch: list[int], closure: list[int], rule: str,
+                   requester: int | None, consumer: int | None) -> None:
+        assert self.calls is not None
+        self.calls.append(CallRecord(self._open[-1] if self._open else None, x, self.h.depth[x], tuple(keep),
+                                     tuple(touch), tuple(closure), rule, requester, consumer, len(self.ops)))
+        self._open.append(len(self.calls) - 1)
+
+    def _recurse(self, x: int, keep: list[int], touch: list[int], closure: list[int], requester: int | None,
+                 consumer: int | None) -> None:
+        """Step 3 of the module notes: phase 1 over the bag's targets, phase 2 into the children."""
+        h = self.h
+        resident, computed = self.resident, self.computed
         bag = h.bag_sets[x]
         target = [v for v in closure if v in bag]
         depth = h.depth[x]
@@ -377,6 +446,8 @@ class SeparatorRemat:
                                       f"budget_aware=True with a larger budget, or another solver")
         self.ops.append((COMPUTE, v))
         self.reasons.append(("c",) + why)
+        if self.calls is not None:
+            self.op_calls.append(self._open[-1])
         self.resident[v] = 1
         self.computed[v] = 1
         self.memory += self.graph.mem[v]
@@ -384,17 +455,26 @@ class SeparatorRemat:
     def _free(self, v: int, why: tuple) -> None:
         self.ops.append((FREE, v))
         self.reasons.append(("f",) + why)
+        if self.calls is not None:
+            self.op_calls.append(self._open[-1])
         self.resident[v] = 0
         self.memory -= self.graph.mem[v]
 
 
 def materialize_reasons(graph: ComputeGraph, hierarchy: Hierarchy, ops: Sequence[IndexedOp],
-                        reasons: Sequence[Any]) -> list[dict[str, Any] | None]:
-    """Turn the recursion's compact reasons (and any post-pass reasons, kept as they are) into reason objects."""
+                        reasons: Sequence[Any], op_calls: Sequence[int] | None = None) -> list[dict[str, Any] | None]:
+    """Turn the recursion's compact reasons (and any post-pass reasons, kept as they are) into reason objects.
+
+    Texts name tensors by their labels (:func:`~remat_core.graph.node_labels`); the ``consumer``
+    field keeps the id. With ``op_calls`` (a recorded run), each reason also gets ``call``: the
+    position of the call that emitted the op.
+    """
     ids = graph.ids
+    labels = node_labels(graph)
+    names = [labels[i] for i in ids]
     seen = [0] * len(graph)
     out: list[dict[str, Any] | None] = []
-    for (action, v), why in zip(ops, reasons):
+    for step, ((action, v), why) in enumerate(zip(ops, reasons)):
         if action == COMPUTE:
             seen[v] += 1
         if isinstance(why, PassReason):
@@ -403,17 +483,18 @@ def materialize_reasons(graph: ComputeGraph, hierarchy: Hierarchy, ops: Sequence
         if not isinstance(why, tuple):
             out.append(why)
             continue
-        if why[0] == "c":
-            out.append(_compute_reason(ids, hierarchy, why, seen[v]))
-        else:
-            out.append(_free_reason(ids, why))
+        made = _compute_reason(ids, names, hierarchy, why, seen[v]) if why[0] == "c" else _free_reason(ids, names, why)
+        if op_calls is not None:
+            made["call"] = op_calls[step]
+        out.append(made)
     return out
 
 
-def _compute_reason(ids: Sequence[str], h: Hierarchy, why: tuple, occurrence: int) -> dict[str, Any]:
+def _compute_reason(ids: Sequence[str], names: Sequence[str], h: Hierarchy, why: tuple,
+                    occurrence: int) -> dict[str, Any]:
     _, rule, asking, consumer, depth, frame, footprint = why
     verb = "recomputed" if occurrence > 1 else "computed"
-    who = f"consumer {ids[consumer]}" if consumer is not None else "the graph's outputs"
+    who = f"consumer {names[consumer]}" if consumer is not None else "the graph's outputs"
     by = f", requested by separator bag {asking}" if asking is not None else " at the top separator frame"
     name = dict(h.names[frame])
     where = ", ".join(f"{k} {v}" for k, v in name.items())
@@ -427,9 +508,9 @@ def _compute_reason(ids: Sequence[str], h: Hierarchy, why: tuple, occurrence: in
                   depth=depth, occurrence=occurrence, footprint=footprint, **name)
 
 
-def _free_reason(ids: Sequence[str], why: tuple) -> dict[str, Any]:
+def _free_reason(ids: Sequence[str], names: Sequence[str], why: tuple) -> dict[str, Any]:
     _, rule, bag, consumer = why
-    c = ids[consumer] if consumer is not None else None
+    c = names[consumer] if consumer is not None else None
     if rule == "request-served":
         text = f"freed after {c} read it: brought in for {c} by separator bag {bag}"
     elif rule == "frame-done":
@@ -441,7 +522,7 @@ def _free_reason(ids: Sequence[str], why: tuple) -> dict[str, Any]:
         text = f"last read by {c} within the subproblem"
     else:
         text = "no reader within the subproblem"
-    return reason(text, rule=rule, bag=bag, consumer=c)
+    return reason(text, rule=rule, bag=bag, consumer=ids[consumer] if consumer is not None else None)
 
 
 # -- hierarchies from decompositions --------------------------------------------------------------
@@ -451,6 +532,15 @@ def separator_hierarchy(graph: ComputeGraph, decomposition: Decomposition, separ
     bags = decomposition.bag_indices(graph)
     names = tuple({"frame": b} for b in range(len(bags)))
     return Hierarchy(bags, separators.children, separators.root, names, tuple(range(len(bags))))
+
+
+def decomposition_hierarchy(graph: ComputeGraph, decomposition: Decomposition,
+                            solver: str) -> tuple[SeparatorTree, Hierarchy]:
+    """The separator tree of ``decomposition`` and its hierarchy, built once per graph, solver and method."""
+    def build() -> tuple[SeparatorTree, Hierarchy]:
+        separators = separator_tree(decomposition)
+        return separators, separator_hierarchy(graph, decomposition, separators)
+    return graph.memo(f"solvers.{solver}.hierarchy.{decomposition.method}", build)
 
 
 def segment_hierarchy(graph: ComputeGraph, decomposition: Decomposition, segments: int) -> tuple[Hierarchy, list[int]]:

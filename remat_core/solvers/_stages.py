@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from ..schedule import (COMPUTE, FREE, Op, Reason, Schedule, checkpoint_all_cost, checkpoint_all_peak,
                         needed_topological_order, reason, simulate)
 
@@ -226,26 +226,27 @@ def stage_ops(grid: StageGrid, computes: Iterable[StageCompute], *, rule: str,
         frees_after.setdefault(c if last is None else last, []).append(c)
     ops: list[Op] = []
     reasons: list[Reason] = []
+    labels = node_labels(grid.graph)
     for c, (t, p) in enumerate(ordered):
         node = grid.node_id(p)
         ops.append((COMPUTE, node))
         first = readers.first_reader[c]
         consumer = grid.node_id(ordered[first][1]) if first is not None else None
         if t == p:
-            reasons.append(reason(f"stage {t}: the frontier reaches {node}, computed for the first time",
+            reasons.append(reason(f"stage {t}: the frontier reaches {labels[node]}, computed for the first time",
                                   rule=rule, stage=t, consumer=consumer))
         else:
-            reasons.append(reason(f"recomputed in stage {t} for {consumer} because {because}",
-                                  rule=rule, stage=t, consumer=consumer))
+            reasons.append(reason(f"recomputed in stage {t} for {labels.get(consumer, 'no reader')} because "
+                                  f"{because}", rule=rule, stage=t, consumer=consumer))
         for inst in sorted(frees_after.get(c, ()), key=lambda i: (i == c, ordered[i][1])):
             freed = grid.node_id(ordered[inst][1])
             ops.append((FREE, freed))
             if inst == c:
-                reasons.append(reason(f"nothing reads {freed} before it is needed again", rule=f"{rule}-free",
-                                      stage=t))
+                reasons.append(reason(f"nothing reads {labels[freed]} before it is needed again",
+                                      rule=f"{rule}-free", stage=t))
             else:
-                reasons.append(reason(f"last read by {node} until {freed} is next computed", rule=f"{rule}-free",
-                                      stage=t, consumer=node))
+                reasons.append(reason(f"last read by {labels[node]} until {labels[freed]} is next computed",
+                                      rule=f"{rule}-free", stage=t, consumer=node))
     return ops, reasons
 
 

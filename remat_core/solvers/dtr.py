@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InfeasibleBudget
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from ..schedule import COMPUTE, FREE, Op, Reason, Schedule, checkpoint_all_peak, needed_topological_order, reason
 from .base import Option, register
 
@@ -276,6 +276,8 @@ class EvictionEngine:
 
     def __init__(self, graph: ComputeGraph, budget: int, policy: EvictionPolicy, max_computes: int):
         self.graph, self.budget, self.policy, self.max_computes = graph, budget, policy, max_computes
+        labels = node_labels(graph)
+        self.names = [labels[i] for i in graph.ids]  # reasons name tensors for people
         n = len(graph)
         needed = graph.needed_idx
         pinned = graph.pinned
@@ -340,12 +342,11 @@ class EvictionEngine:
             self._remove(v)
             self._neighbours_see(v, 1, 0)
             self.policy.on_change(self, v, RESIDENT)
-            name = self.graph.ids[v]
-            self.ops.append((FREE, name))
+            self.ops.append((FREE, self.graph.ids[v]))
             if consumer is None:
-                self.reasons.append(reason(f"{name} has no later reader", rule="last-use"))
+                self.reasons.append(reason(f"{self.names[v]} has no later reader", rule="last-use"))
             else:
-                self.reasons.append(reason(f"last read by {self.graph.ids[consumer]}", rule="last-use",
+                self.reasons.append(reason(f"last read by {self.names[consumer]}", rule="last-use",
                                            consumer=self.graph.ids[consumer]))
 
     def _evict_one(self, needing: int) -> None:
@@ -366,10 +367,9 @@ class EvictionEngine:
             self.evicted_children[u] += 1
         self._neighbours_see(victim, 1, 1)
         self.policy.on_change(self, victim, RESIDENT)
-        name = self.graph.ids[victim]
-        self.ops.append((FREE, name))
+        self.ops.append((FREE, self.graph.ids[victim]))
         self.reasons.append(reason(self.policy.explain(score, int(candidates.size)) + f", to make room for "
-                                   f"{self.graph.ids[needing]}", rule=f"{self.policy.name}-evict", score=score,
+                                   f"{self.names[needing]}", rule=f"{self.policy.name}-evict", score=score,
                                    memory=memory, candidates=int(candidates.size),
                                    consumer=self.graph.ids[needing]))
 
@@ -387,13 +387,14 @@ class EvictionEngine:
         self.state[v] = RESIDENT
         self.memory += mem
         self._add(v)
-        name = self.graph.ids[v]
-        self.ops.append((COMPUTE, name))
+        name = self.names[v]
+        self.ops.append((COMPUTE, self.graph.ids[v]))
         if before == UNCOMPUTED:
             self.reasons.append(reason(f"{name} computed in topological order", rule=f"{self.policy.name}-compute"))
         else:
-            who = self.graph.ids[consumer] if consumer is not None else None
-            self.reasons.append(reason(f"{name} recomputed on demand: {who} needs it", consumer=who,
+            who = self.names[consumer] if consumer is not None else "the graph's outputs"
+            self.reasons.append(reason(f"{name} recomputed on demand: {who} needs it",
+                                       consumer=self.graph.ids[consumer] if consumer is not None else None,
                                        rule=f"{self.policy.name}-recompute"))
             if before == EVICTED:
                 for u in self.preds[v]:

@@ -33,7 +33,7 @@ import heapq
 import itertools
 
 from ..errors import InfeasibleBudget
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from ..schedule import COMPUTE, FREE, Op, Reason, Schedule, checkpoint_all_peak, needed_topological_order, reason
 from .base import Option, register
 
@@ -45,6 +45,8 @@ class _Walk:
 
     def __init__(self, graph: ComputeGraph, budget: int, max_computes: int):
         self.graph, self.budget, self.max_computes = graph, budget, max_computes
+        labels = node_labels(graph)
+        self.names = [labels[i] for i in graph.ids]  # reasons name tensors for people
         pinned = graph.pinned
         self.order = needed_topological_order(graph)
         self.preds = [tuple(u for u in graph.pred_idx[v] if not pinned[u]) for v in range(len(graph))]
@@ -108,9 +110,9 @@ class _Walk:
                 self.read_since_compute[u] = True
             for u in dict.fromkeys(self.preds[v]):
                 if not self.pending_reads[u]:
-                    self._free(u, f"last read by {ids[v]}", rule="last-use", consumer=ids[v])
+                    self._free(u, f"last read by {self.names[v]}", rule="last-use", consumer=ids[v])
             if not self.pending_reads[v]:
-                self._free(v, f"{ids[v]} has no later reader", rule="last-use")
+                self._free(v, f"{self.names[v]} has no later reader", rule="last-use")
         ops = [op for op in self.ops if op is not None]
         reasons = [r for op, r in zip(self.ops, self.reasons) if op is not None]
         moves = sum(1 for r in reasons if r and r.get("rule") == f"{_RULE}-move")
@@ -118,14 +120,15 @@ class _Walk:
         return Schedule.from_ops(ops, reasons, solver_info={"moves": moves, "rematerializations": remats})
 
     def _compute_reason(self, v: int, kind: str, detail) -> Reason:
-        name = self.graph.ids[v]
+        name = self.names[v]
         if kind == "first":
             return reason(f"{name} computed in topological order", rule=f"{_RULE}-compute")
         consumer = self.graph.ids[detail["reader"]]
+        reader = self.names[detail["reader"]]
         if kind == "move":
-            return reason(f"{name} moved next to its first reader {consumer} (a zero-cost move: computed later, "
+            return reason(f"{name} moved next to its first reader {reader} (a zero-cost move: computed later, "
                           f"not twice)", rule=f"{_RULE}-move", consumer=consumer)
-        return reason(f"{name} rematerialized for {consumer}: freed at memory {detail['memory']:,} bytes as the "
+        return reason(f"{name} rematerialized for {reader}: freed at memory {detail['memory']:,} bytes as the "
                       f"largest live tensor", rule=f"{_RULE}-remat", consumer=consumer)
 
     def _eligible(self, u: int, due: int, position: int) -> bool:
@@ -175,7 +178,8 @@ class _Walk:
             self._enqueue(new_key, victim, "move", {"reader": reader})
         else:
             self._free(victim, f"freed for rematerialization: largest live tensor ({graph.mem[victim]:,} bytes) "
-                               f"not needed until {ids[reader]}; computing {ids[due]} would exceed the budget",
+                               f"not needed until {self.names[reader]}; computing {self.names[due]} would exceed the "
+                               f"budget",
                        rule=f"{_RULE}-evict", score=graph.mem[victim], memory=memory, consumer=ids[due])
             self._enqueue(new_key, victim, "remat", {"reader": reader, "memory": memory})
 

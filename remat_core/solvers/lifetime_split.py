@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InfeasibleBudget
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_labels
 from ..schedule import Reason, Schedule, needed_topological_order, ops_from_computes, reason
 from ._bounds import peak_lower_bound
 from ._lifetimes import Timeline, memory_aware_order, split_lifetimes, undo_needless_recomputations
@@ -75,11 +75,12 @@ def lifetime_split_timelines(graph: ComputeGraph, budget: int, order: str, deadl
 def timeline_schedule(timeline: Timeline, solver_info: dict[str, Any], rule: str = _RULE) -> Schedule:
     """A timeline's ops (each tensor freed after its last reader), with a reason for every computation."""
     graph = timeline.graph
+    labels = node_labels(graph)  # reasons' texts are read by people: nodes by their labels
     seen: set[int] = set()
     reasons: list[Reason] = []
     for v in timeline.sequence:
         if v in seen:
-            reasons.append(reason(f"recomputed: keeping {graph.ids[v]} from its previous reader to this one would hold "
+            reasons.append(reason(f"recomputed: keeping {labels[graph.ids[v]]} from its previous reader to this one would hold "
                                   f"{graph.mem[v]:,} bytes through steps that were over the budget", rule=rule))
         else:
             reasons.append(reason("first computation", rule=rule))

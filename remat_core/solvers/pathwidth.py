@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 
-from ..decompose import PATH_METHODS, Decomposition, path_decomposition, separator_tree
+from ..decompose import PATH_METHODS, Decomposition, path_decomposition
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule, checkpoint_all_peak
 from ._portfolio import separator_fallback
-from ._separator_recursion import (DEFAULT_MAX_COMPUTES, plan_over_hierarchy, schedule_from_plan, segment_hierarchy,
-                                   separator_hierarchy, solve_over_hierarchy)
+from ._separator_recursion import (DEFAULT_MAX_COMPUTES, decomposition_hierarchy, plan_over_hierarchy,
+                                   schedule_from_plan, segment_hierarchy, solve_over_hierarchy)
 from ._time import Deadline
 from .base import Option, register
 from .treewidth import BUDGET_AWARE, FALLBACK, MAX_COMPUTES, REFERENCE, decomposition_info
@@ -42,8 +42,7 @@ def pathwidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     """
     deadline = Deadline(time_limit)
     decomposition = path_decomposition(graph, method)
-    hierarchy = graph.memo(f"solvers.pathwidth.hierarchy.{method}", lambda: separator_hierarchy(
-        graph, decomposition, separator_tree(decomposition)))
+    _, hierarchy = decomposition_hierarchy(graph, decomposition, "pathwidth")
     info = decomposition_info(decomposition, "method", method)
     return separator_fallback(graph, budget, "pathwidth", lambda: solve_over_hierarchy(
         graph, budget, hierarchy, solver="pathwidth", budget_aware=budget_aware, max_computes=max_recursion_computes,

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..decompose import TREE_HEURISTICS, Decomposition, separator_tree, tree_decomposition
+from ..decompose import TREE_HEURISTICS, Decomposition, tree_decomposition
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ._portfolio import separator_fallback
-from ._separator_recursion import DEFAULT_MAX_COMPUTES, separator_hierarchy, solve_over_hierarchy
+from ._separator_recursion import DEFAULT_MAX_COMPUTES, decomposition_hierarchy, solve_over_hierarchy
 from ._time import Deadline
 from .base import Option, register
 
@@ -78,8 +78,7 @@ def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     """
     deadline = Deadline(time_limit)
     decomposition = tree_decomposition(graph, heuristic)
-    hierarchy = graph.memo(f"solvers.treewidth.hierarchy.{heuristic}", lambda: separator_hierarchy(
-        graph, decomposition, separator_tree(decomposition)))
+    _, hierarchy = decomposition_hierarchy(graph, decomposition, "treewidth")
     info = decomposition_info(decomposition, "heuristic", heuristic)
     return separator_fallback(graph, budget, "treewidth", lambda: solve_over_hierarchy(
         graph, budget, hierarchy, solver="treewidth", budget_aware=budget_aware, max_computes=max_recursion_computes,

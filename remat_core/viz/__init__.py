@@ -1,4 +1,5 @@
-"""Figures for the explorer, built without Streamlit: plotly figures and self-contained pyvis HTML.
+"""Figures for the explorer, built without Streamlit: plotly figures, Apache ECharts options (the Learn page's
+step figures) and self-contained pyvis HTML.
 
 The graph view (``graph_view``: WebGL, levels of detail, a schedule's colours) draws big graphs;
 ``dag`` draws a small one as a pyvis page.
@@ -10,12 +11,15 @@ and returns a figure that tests can inspect and the app can render.
 from .dag import dag_html
 from .decomposition import bag_label, path_strip_figure, separator_tree_figure, tree_of_bags_figure
 from .graph_view import STATUS_COLORS, clicked_index, graph_view_figure, node_facts
+from .lesson import (LEGEND, LessonGraph, SeparatorTreeChart, TimelineChart, compute_counts_figure,
+                     memory_curves_figure)
 from .memory import module_memory_figure
 from .palette import KIND_COLORS, RECOMPUTE_COLOR, ByteUnit, unit_for
 from .pareto import LOWER_BOUND, MARK_LINES, PEAK, pareto_figure
 from .timeline import lifetime_candidates, lifetime_chart, memory_timeline_figure
 
-__all__ = ["KIND_COLORS", "LOWER_BOUND", "MARK_LINES", "PEAK", "RECOMPUTE_COLOR", "STATUS_COLORS", "bag_label",
-           "ByteUnit", "clicked_index", "dag_html", "graph_view_figure", "lifetime_candidates", "lifetime_chart",
+__all__ = ["KIND_COLORS", "LEGEND", "LOWER_BOUND", "MARK_LINES", "PEAK", "RECOMPUTE_COLOR", "STATUS_COLORS", "bag_label",
+           "ByteUnit", "LessonGraph", "SeparatorTreeChart", "TimelineChart", "clicked_index", "compute_counts_figure",
+           "dag_html", "graph_view_figure", "lifetime_candidates", "lifetime_chart", "memory_curves_figure",
            "memory_timeline_figure", "module_memory_figure", "node_facts", "pareto_figure", "path_strip_figure",
            "separator_tree_figure", "tree_of_bags_figure", "unit_for"]

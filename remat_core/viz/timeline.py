@@ -11,14 +11,13 @@ by kind, recomputations in the recompute colour), in the spirit of PyTorch's mem
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis import in_module
-from ..graph import ComputeGraph, format_bytes
+from ..graph import ComputeGraph, format_bytes, node_labels
 from ..schedule import Schedule, describe_op, memory_by_kind, occurrences, ordinal, simulation_of
 from .palette import (BUDGET_COLOR, CURSOR_COLOR, GRID, RECOMPUTE_COLOR, ByteUnit, base_layout, kind_color,
                       plotly_text, unit_for)
@@ -235,8 +234,7 @@ def lifetime_chart(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[st
     -------
     plotly.graph_objects.Figure
         One bar trace per kind for first computations (named after the kind) and one named
-        ``"recomputed"`` for every later computation. Rows read as the node's name, qualified by
-        its module path only where two rows would read the same.
+        ``"recomputed"`` for every later computation. Rows read as :func:`row_labels`.
     """
     result = simulation_of(schedule)
     rows = lifetime_rows(graph, schedule, tensors, max_rows, recomputed_only, module)
@@ -273,19 +271,7 @@ def lifetime_chart(graph: ComputeGraph, schedule: Schedule, tensors: Sequence[st
 
 
 def row_labels(graph: ComputeGraph, rows: Sequence[str]) -> dict[str, str]:
-    """A readable, distinct label per row: the node's name with its module path where the name does not
-    say it (``layer3.1.conv1 fwd``, ``addmm · layers.0``); the id added only where two still read the same."""
-    names = [_with_module(graph.node(r).module, graph.node(r).display_name) for r in rows]
-    counts = Counter(names)
-    return {r: f"{name} ({r})" if counts[name] > 1 else name for r, name in zip(rows, names)}
-
-
-def _with_module(module: str | None, name: str) -> str:
-    """``conv1 fwd`` of ``layer3.1.conv1`` -> ``layer3.1.conv1 fwd`` (a module-level name starts with the
-    module's last part); other names get the path after them."""
-    if not module:
-        return name
-    leaf = module.rsplit(".", 1)[-1]
-    if name == leaf or name.startswith(leaf + " "):
-        return module + name[len(leaf):]
-    return f"{name} · {module}"
+    """A readable, distinct label per row: the node's label (:func:`remat_core.graph.node_labels`: module
+    path and op, pass marked, unique), never its id."""
+    labels = node_labels(graph)
+    return {r: labels[r] for r in rows}
