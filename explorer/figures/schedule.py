@@ -1,17 +1,37 @@
-"""The figures of one solve (memory timeline, lifetime chart), cached by the graph's content hash (the
-graph itself is passed as ``_graph``)."""
+"""The figures of the Schedule and Timeline pages: the Pareto chart, and the memory timeline and lifetime
+chart of one solve; cached by the graph's content hash (the graph itself is passed as ``_graph``)."""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import streamlit as st
 
 from remat_core import ComputeGraph, Schedule
-from remat_core.viz import lifetime_candidates, lifetime_chart, memory_timeline_figure
+from remat_core.analysis import ParetoCurve
+from remat_core.viz import lifetime_candidates, lifetime_chart, memory_timeline_figure, pareto_figure
 
-from ..jobs.results import solve_outcome
+from ..jobs.results import options_key, solve_outcome
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+def pareto_chart(graph_key: str, curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint_all_peak: int,
+                 budget: int, current: dict[str, float | None], best_possible: Sequence[tuple[int, float]],
+                 log_y: bool) -> dict:
+    """The Pareto figure (:func:`remat_core.viz.pareto_figure`) as a plotly dict, built once per content: the
+    Schedule page redraws it on every poll while work runs, and a slider move only moves its budget line."""
+    content = tuple((c.solver, options_key(dict(c.options)), len(c.points)) for c in curves)
+    return _pareto_chart(graph_key, content, tuple(curves), lower_bound, checkpoint_all_peak, budget,
+                         tuple(current.items()), tuple(best_possible), log_y)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _pareto_chart(graph_key: str, content: tuple, _curves: tuple[ParetoCurve, ...], lower_bound: int,
+                  checkpoint_all_peak: int, budget: int, current: tuple, best_possible: tuple, log_y: bool) -> dict:
+    return pareto_figure(_curves, lower_bound=lower_bound, checkpoint_all_peak=checkpoint_all_peak, budget=budget,
+                         current=dict(current), best_possible=list(best_possible), log_y=log_y).to_dict()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
 def memory_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
                   time_limit: float | None, measured: tuple[int, ...] | None = None) -> dict:
     """The animated memory timeline of one solve (with the ``measured`` bytes after each op, when the
@@ -20,7 +40,7 @@ def memory_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int
                                   measured=measured).to_dict()
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@st.cache_data(max_entries=16, show_spinner=False)
 def lifetime_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
                     time_limit: float | None, max_rows: int, recomputed_only: bool,
                     module: str | None) -> tuple[dict, int]:

@@ -108,6 +108,8 @@ class Job:
         self.result: Any = None
         self.error: BaseException | None = None
         self.cancel_requested = False
+        self.lane: Any = None
+        """The :class:`explorer.jobs.lane.Lane` it was submitted to (pages cancel and retry through it)."""
         self.weight = 0
         """What keeping its result costs the lane (see :class:`explorer.jobs.lane.Lane`); set when it ends."""
         self._changed = threading.Condition()

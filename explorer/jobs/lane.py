@@ -20,6 +20,7 @@ No Streamlit here: :mod:`explorer.jobs.runner` holds the server's lanes.
 from __future__ import annotations
 
 import atexit
+import logging
 import multiprocessing
 import threading
 from collections import OrderedDict, deque
@@ -27,6 +28,8 @@ from typing import Any, Callable
 
 from .job import Job, JobState, PortableGraph
 from .process import BEAT_SECONDS, serve
+
+LOG = logging.getLogger(__name__)
 
 KEPT_JOBS = 256
 """Finished jobs a lane keeps at most."""
@@ -180,6 +183,7 @@ class Lane:
     # -- inside (lock held) -------------------------------------------------------------------------
 
     def _enqueue(self, job: Job, first: bool = False) -> None:
+        job.lane = self
         if self._stopping:
             job.end(JobState.CANCELLED)
             return
@@ -226,8 +230,10 @@ class Lane:
                 job.end(JobState.FAILED, error=WorkerStopped(f"the {self.name} worker stopped while running "
                                                              f"{job.label or 'a job'} ({e}); Retry starts it again"))
                 self._replace_worker()
+            if job.state is JobState.FAILED:
+                LOG.warning("%s failed in the %s lane", job.label or job.key, self.name, exc_info=job.error)
             with self._lock:
-                if job.final and job.state is JobState.DONE:
+                if job.state is JobState.DONE:
                     job.weight = self._weigh(job.result)
                 self._evict()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import streamlit as st
 
@@ -37,7 +37,8 @@ def csv_download(label: str, rows: Sequence[Mapping[str, Any]], file_name: str, 
                        key=key, help=help)
 
 
-def json_download(label: str, text: str, file_name: str, key: str, help: str) -> None:
+def json_download(label: str, text: str | Callable[[], str], file_name: str, key: str, help: str) -> None:
+    """A JSON download; ``text`` may be a callable, run only when the button is pressed (large documents)."""
     st.download_button(label, text, file_name=file_name, mime="application/json", icon=ICON, on_click="ignore",
                        key=key, help=help)
 
@@ -55,7 +56,9 @@ def graph_download(graph: ComputeGraph, key: str) -> None:
 
 
 def schedule_download(schedule: Schedule, key: str) -> None:
-    json_download("Schedule JSON", json.dumps(schedule.to_json()),
+    """The schedule as JSON, written when the button is pressed (a 10,000-node graph's schedule is megabytes, and
+    the pages that show it rerun often)."""
+    json_download("Schedule JSON", lambda: json.dumps(schedule.to_json()),
                   f"{schedule.graph}-{schedule.solver}-{schedule.budget}.schedule.json", key,
                   "The schedule as remat-schedule JSON: ops, reasons and the simulator's stats.")
 
