@@ -49,6 +49,9 @@ with st.expander("Solver options and time limit", icon=":material/settings:"):
 
 
 POLL_SECONDS = 0.4
+SOLVE_GLANCE_SECONDS = 0.15
+"""A slider move waits this long for the exact solve, so that a quick one shows exact metrics at once instead
+of the estimate first (a longer wait would hold up the next move: it is not served until this run ends)."""
 SOLVE_PANEL_SECONDS = 1.0
 """A solve running longer than this shows its progress and a Cancel button."""
 
@@ -72,7 +75,9 @@ def budget_panel() -> None:
         typed_budget(summary.checkpoint_all_peak)
     sidebar_schedule()
     solvers = [state.solver(), *state.compared()]
-    work = [*solves_at(budget, solvers).values(), *(sweep_job(graph, n, *settings(n)) for n in solvers),
+    solves = solves_at(budget, solvers)
+    solves[solvers[0]].wait(SOLVE_GLANCE_SECONDS)
+    work = [*solves.values(), *(sweep_job(graph, n, *settings(n)) for n in solvers),
             lp_bounds_job(graph, state.time_limit())]
     if all(job.final for job in work):
         settled_results(budget, solvers)
