@@ -101,7 +101,7 @@ def upload(page: Page, path: Path) -> None:
     go_to(page, "Model")
     page.get_by_role("tab", name="Upload a file").click()
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
-    page.get_by_text("Loaded ").wait_for(timeout=TIMEOUT_MS)
+    page.locator('[data-testid="stAlertContentSuccess"]', has_text="Loaded").wait_for(timeout=TIMEOUT_MS)
     rendered(page)
 
 

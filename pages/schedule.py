@@ -49,11 +49,10 @@ with st.expander("Solver options and time limit", icon=":material/settings:"):
 
 
 POLL_SECONDS = 0.4
+# A slider move waits this long for the exact solve, so that a quick one shows exact metrics at once instead of
+# the estimate first (a longer wait would hold up the next move: it is not served until this run ends).
 SOLVE_GLANCE_SECONDS = 0.15
-"""A slider move waits this long for the exact solve, so that a quick one shows exact metrics at once instead
-of the estimate first (a longer wait would hold up the next move: it is not served until this run ends)."""
-SOLVE_PANEL_SECONDS = 1.0
-"""A solve running longer than this shows its progress and a Cancel button."""
+SOLVE_PANEL_SECONDS = 1.0  # a solve running longer than this shows its progress and a Cancel button
 
 
 def settings(name: str) -> tuple[tuple, float | None]:

@@ -215,7 +215,10 @@ class Lane:
 
     def _dispatch(self, warm: bool) -> None:
         if warm:
-            self._start_worker()
+            try:
+                self._start_worker()
+            except Exception:  # noqa: BLE001 - the first job tries again, and fails with the reason
+                LOG.exception("the %s lane could not start its worker", self.name)
         while True:
             with self._lock:
                 while not self._pending and not self._stopping:
@@ -230,6 +233,9 @@ class Lane:
                 job.end(JobState.FAILED, error=WorkerStopped(f"the {self.name} worker stopped while running "
                                                              f"{job.label or 'a job'} ({e}); Retry starts it again"))
                 self._replace_worker()
+            except Exception as e:  # noqa: BLE001 - the lane goes on with its next job whatever broke here
+                job.end(JobState.FAILED, error=e)
+                self._kill_worker()
             if job.state is JobState.FAILED:
                 LOG.warning("%s failed in the %s lane", job.label or job.key, self.name, exc_info=job.error)
             with self._lock:

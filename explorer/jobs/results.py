@@ -44,9 +44,9 @@ LONGEST_WAIT_SECONDS = 900.0
 TENSOR_RUN_SECONDS = 900.0
 """A run on real tensors (starting PyTorch, tracing the model, running it op by op) is stopped after this."""
 
-__all__ = ["FitsAt", "Outcome", "SolveStillRunning", "SweepStatus", "best_possible", "computes_at", "fits_at", "options_key",
-           "solve_job", "solve_key", "solve_outcome", "start_tensor_check", "sweep_job", "sweep_status",
-           "tensor_check_job", "tensor_check_status"]
+__all__ = ["FitsAt", "Outcome", "SolveStillRunning", "SweepStatus", "best_possible", "computes_at", "fits_at",
+           "lp_bounds_job", "options_key", "outcome_of", "solve_job", "solve_key", "solve_outcome",
+           "start_tensor_check", "sweep_grid", "sweep_job", "sweep_status", "tensor_check_job", "tensor_check_status"]
 
 Options = tuple[tuple[str, Any], ...]
 
