@@ -18,8 +18,8 @@ from explorer.jobs.results import (SweepStatus, best_possible, lp_bounds_job, op
 from explorer.widgets.budget import budget_scale, budget_slider, typed_budget
 from explorer.widgets.exports import comparison_records, csv_download, schedule_download
 from explorer.widgets.jobs import job_panel
-from explorer.widgets.metrics import (comparison_table, estimate_metrics, log_scale_toggle, outcome_message,
-                                      schedule_metrics)
+from explorer.widgets.metrics import (comparison_table, estimate_metrics, log_scale_toggle, lp_bound_toggle,
+                                      lp_bound_wanted, outcome_message, schedule_metrics)
 from explorer.widgets.sidebar import sidebar_schedule
 from explorer.widgets.solvers import compare_picker, option_widgets, solver_picker, time_limit_input
 from explorer.widgets.text import plain
@@ -64,7 +64,10 @@ def solves_at(budget: int, solvers: list[str]) -> dict[str, Job]:
     return {name: solve_job(graph, name, budget, *settings(name), latest=True) for name in solvers}
 
 
-@st.fragment
+PANEL = "schedule_budget"  # the budget fragment's key: Cancel, Retry and the LP toggle rerun it
+
+
+@st.fragment(key=PANEL)
 def budget_panel() -> None:
     """The slider and everything that depends on the budget: reruns alone when the slider moves."""
     slider_column, typed_column = st.columns([4, 1])
@@ -77,7 +80,7 @@ def budget_panel() -> None:
     solves = solves_at(budget, solvers)
     solves[solvers[0]].wait(SOLVE_GLANCE_SECONDS)
     work = [*solves.values(), *(sweep_job(graph, n, *settings(n)) for n in solvers),
-            lp_bounds_job(graph, state.time_limit())]
+            *([lp_bounds_job(graph, state.time_limit())] if lp_bound_wanted() else [])]
     if all(job.final for job in work):
         settled_results(budget, solvers)
     else:
@@ -107,17 +110,23 @@ def results(budget: int, solvers: list[str]) -> None:
         comparison_table(outcomes)
     for name, job in solves.items():
         if name != primary and (job.final or job.elapsed() > SOLVE_PANEL_SECONDS):
-            job_panel(job, key=f"schedule_solve_{name}")
+            job_panel(job, key=f"schedule_solve_{name}", rerun=PANEL)
     for name, status in sweeps.items():
-        job_panel(status.job, key=f"schedule_sweep_{name}")
+        job_panel(status.job, key=f"schedule_sweep_{name}", rerun=PANEL)
     curves = [s.partial for s in sweeps.values() if s.partial is not None]
     if curves:
         current = {name: o.schedule.stats["overhead"] if o is not None and o.schedule is not None else None
                    for name, o in outcomes.items()}
-        log_y = log_scale_toggle()
+        log_column, bound_column = st.columns([1, 3])
+        with log_column:
+            log_y = log_scale_toggle()
+        with bound_column:
+            bounds = best_possible(graph, state.time_limit()) if lp_bound_toggle(rerun=PANEL) else []
+        if lp_bound_wanted():
+            job_panel(lp_bounds_job(graph, state.time_limit()), key="schedule_lp_bounds", rerun=PANEL)
         st.plotly_chart(pareto_chart(graph.content_hash, curves, lower_bound=summary.lower_bound,
                                      checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget, current=current,
-                                     best_possible=best_possible(graph, state.time_limit()), log_y=log_y),
+                                     best_possible=bounds, log_y=log_y),
                         key="schedule_pareto")
         st.caption("Each line is the best overhead a solver reached at or below each budget (a schedule that fits "
                    "a budget fits every larger one); markers are its solves, measured by the simulator; stars are "
@@ -141,7 +150,7 @@ def primary_results(solver: str, budget: int, job: Job, sweep: SweepStatus) -> N
         st.caption(f"Solving {plain(solver)} exactly at {format_bytes(budget)}…"
                    + (" (≈: the sweep's cheapest schedule at a budget below, which fits this one)" if point else ""))
     if job.final or job.elapsed() > SOLVE_PANEL_SECONDS:
-        job_panel(job, key=f"schedule_solve_{solver}")
+        job_panel(job, key=f"schedule_solve_{solver}", rerun=PANEL)
 
 
 def downloads(budget: int, solvers: list[str], outcomes: dict, curves: list) -> None:

@@ -36,6 +36,7 @@ KEPT_JOBS = 256
 POLL_SECONDS = 0.05
 """How often the dispatcher looks at Cancel and the time limit while the worker is silent."""
 STOP_SECONDS = 5.0
+CANCEL_WAIT_SECONDS = 1.0
 
 
 class WorkerStopped(RuntimeError):
@@ -123,8 +124,9 @@ class Lane:
     def cancel(self, job: Job) -> None:
         """Stop ``job``: out of the queue if queued; its worker killed (a fresh one started) if running.
 
-        It stays kept under its key as CANCELLED, so that a page polling for it does not start it
-        again: :meth:`retry` does that.
+        Waits up to :data:`CANCEL_WAIT_SECONDS` for a running job to be stopped, so that the page drawn
+        next shows it cancelled. It stays kept under its key as CANCELLED, so that a page polling for
+        it does not start it again: :meth:`retry` does that.
         """
         with self._lock:
             if job.state is JobState.QUEUED:
@@ -132,6 +134,7 @@ class Lane:
                 job.end(JobState.CANCELLED)
             elif job.state is JobState.RUNNING:
                 job.cancel_requested = True
+        job.wait(CANCEL_WAIT_SECONDS)
 
     def retry(self, job: Job) -> Job:
         """Start ``job``'s work again at the head of the queue (cancelling it first if it still runs)."""

@@ -9,14 +9,15 @@ from ..jobs.job import Job, JobState
 from .text import plain
 
 
-def job_panel(job: Job, key: str) -> None:
-    """Draw where ``job`` stands (nothing once it is done). ``key`` makes its buttons' keys unique on the page."""
+def job_panel(job: Job, key: str, rerun: str | None = None) -> None:
+    """Draw where ``job`` stands (nothing once it is done). ``key`` makes its buttons' keys unique on the page;
+    ``rerun`` names the fragment that Cancel and Retry rerun (the one that decides whether to keep polling)."""
     if job.state is JobState.DONE:
         return
     label = plain(job.label[:1].upper() + job.label[1:])
     if job.state is JobState.QUEUED:
         st.caption(f":material/hourglass_top: {label}: queued behind other work in the {job.lane.name} lane.")
-        _buttons(job, key, retry=False)
+        _buttons(job, key, rerun, retry=False)
         return
     if job.state is JobState.RUNNING:
         done, total, current = job.progress.done, job.progress.total, job.progress.current
@@ -30,17 +31,25 @@ def job_panel(job: Job, key: str) -> None:
             st.warning(f"No word from its worker for {job.silent_for():.0f} s: it may be stuck (a step far past its "
                        f"time limit, or a worker that froze). Retry starts it afresh; Cancel stops it.",
                        icon=":material/sync_problem:")
-        _buttons(job, key, retry=stalled)
+        _buttons(job, key, rerun, retry=stalled)
         return
     st.warning(f"{label} {plain(job.describe_end())}.", icon=":material/cancel:")
-    _buttons(job, key, cancel=False)
+    _buttons(job, key, rerun, cancel=False)
 
 
-def _buttons(job: Job, key: str, retry: bool = True, cancel: bool = True) -> None:
+def _buttons(job: Job, key: str, rerun: str | None, retry: bool = True, cancel: bool = True) -> None:
     columns = st.columns([1, 1, 5])
     if cancel:
         columns[0].button("Cancel", key=f"{key}_cancel_{job.id}", icon=":material/stop_circle:",
-                          on_click=job.lane.cancel, args=(job,), help="Stop it now; what it finished is kept.")
+                          on_click=_then_rerun, args=(job.lane.cancel, job, rerun),
+                          help="Stop it now; what it finished is kept.")
     if retry:
         columns[1].button("Retry", key=f"{key}_retry_{job.id}", icon=":material/refresh:",
-                          on_click=job.lane.retry, args=(job,), help="Start it again from the beginning.")
+                          on_click=_then_rerun, args=(job.lane.retry, job, rerun),
+                          help="Start it again from the beginning.")
+
+
+def _then_rerun(action, job: Job, fragment: str | None) -> None:
+    action(job)
+    if fragment is not None:
+        st.rerun(fragment)

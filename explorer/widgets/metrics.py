@@ -83,6 +83,30 @@ def log_scale_toggle(key: str = "w_pareto_log") -> bool:
     return state.pareto_log()
 
 
+LP_BOUND = "pareto_lp_bound"
+"""Session key: whether the Pareto chart asks for Checkmate's LP bound (kept across pages)."""
+
+
+def lp_bound_toggle(key: str = "w_pareto_lp_bound", rerun: str | None = None) -> bool:
+    """Whether to compute and draw Checkmate's LP bound, the "best possible" line (off until asked: an LP per
+    budget takes seconds to minutes and often proves nothing within the time limit on graphs of hundreds of
+    nodes). ``rerun``: the fragment to rerun when it changes (the one that starts the work)."""
+    def changed() -> None:
+        st.session_state[LP_BOUND] = st.session_state[key]
+        if rerun is not None:
+            st.rerun(rerun)
+    st.session_state[key] = st.session_state.setdefault(LP_BOUND, False)
+    st.toggle("LP bound", key=key, on_change=changed,
+              help="Checkmate's LP relaxation at six budgets: no schedule in the graph's topological order costs "
+                   "less. Solved in the background, one LP per budget (each up to the time limit).")
+    return bool(st.session_state[LP_BOUND])
+
+
+def lp_bound_wanted() -> bool:
+    """Whether the session asked for the LP bound (see :func:`lp_bound_toggle`)."""
+    return bool(st.session_state.get(LP_BOUND, False))
+
+
 GAP_COLUMN = "MIP gap"
 FITS_COLUMN = "fits at"
 COLUMN_HELP = {
