@@ -1,9 +1,10 @@
 """Schedule: the budget slider, solver choice, the metrics at the budget, and the Pareto curves.
 
 A slider move reruns only the budget fragment (the slider, the sidebar's summary, the results). The
-results depend on background work (each solver's solve at the budget, the sweeps, the LP bounds): while
-any of it runs they are drawn by a nested fragment that looks again every ``POLL_SECONDS``, showing
-the sweep's estimate (≈) until the exact schedule lands and each job's progress with Cancel.
+results depend on background work: the metrics on each solver's solve at the budget, the chart on the
+sweeps. While that work runs each part is drawn by a nested fragment that looks again every few
+tenths of a second (the metrics) or every second (the chart), showing the sweep's estimate (≈) until
+the exact schedule lands, and each job's progress with Cancel.
 """
 
 
@@ -48,7 +49,8 @@ with st.expander("Solver options and time limit", icon=":material/settings:"):
     time_limit_input()
 
 
-POLL_SECONDS = 0.4
+METRICS_POLL_SECONDS = 0.3  # while a solve at the budget runs: the answer the user waits for
+CHART_POLL_SECONDS = 1.0  # while sweeps run: a redrawn chart costs the browser more
 # A slider move waits this long for the exact solve, so that a quick one shows exact metrics at once instead of
 # the estimate first (a longer wait would hold up the next move: it is not served until this run ends).
 SOLVE_GLANCE_SECONDS = 0.15
@@ -79,59 +81,87 @@ def budget_panel() -> None:
     solvers = [state.solver(), *state.compared()]
     solves = solves_at(budget, solvers)
     solves[solvers[0]].wait(SOLVE_GLANCE_SECONDS)
-    work = [*solves.values(), *(sweep_job(graph, n, *settings(n)) for n in solvers),
-            *([lp_bounds_job(graph, state.time_limit())] if lp_bound_wanted() else [])]
-    if all(job.final for job in work):
-        settled_results(budget, solvers)
-    else:
-        live_results(budget, solvers)
+    background = [*(sweep_job(graph, n, *settings(n)) for n in solvers),
+                  *([lp_bounds_job(graph, state.time_limit())] if lp_bound_wanted() else [])]
+    solving = not all(job.final for job in solves.values())
+    (live_metrics if solving else settled_metrics)(budget, solvers)
+    (live_chart if solving or not all(job.final for job in background) else settled_chart)(budget, solvers)
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def live_results(budget: int, solvers: list[str]) -> None:
-    """The results while background work runs, looked at again every ``POLL_SECONDS``."""
-    results(budget, solvers)
+# Each part of the results is drawn by one of two fragments: one that looks again every few seconds while
+# work behind it runs, one that does not (the budget fragment picks; the first stops when it is not picked).
+
+@st.fragment(run_every=METRICS_POLL_SECONDS)
+def live_metrics(budget: int, solvers: list[str]) -> None:
+    metrics_part(budget, solvers)
 
 
 @st.fragment
-def settled_results(budget: int, solvers: list[str]) -> None:
-    """The results once every job behind them has ended (nothing to look at again)."""
-    results(budget, solvers)
+def settled_metrics(budget: int, solvers: list[str]) -> None:
+    metrics_part(budget, solvers)
 
 
-def results(budget: int, solvers: list[str]) -> None:
-    """Metrics at the budget, the comparison table, the jobs still running, the Pareto chart, the downloads."""
+@st.fragment(run_every=CHART_POLL_SECONDS)
+def live_chart(budget: int, solvers: list[str]) -> None:
+    chart_part(budget, solvers)
+
+
+@st.fragment
+def settled_chart(budget: int, solvers: list[str]) -> None:
+    chart_part(budget, solvers)
+
+
+def metrics_part(budget: int, solvers: list[str]) -> None:
+    """The session solver's metrics (or the sweep's estimate), the compared solvers' table, the solves still
+    running, and their downloads."""
     solves = solves_at(budget, solvers)
-    sweeps = {name: sweep_status(graph, name, *settings(name), wait=0) for name in solvers}
     outcomes = {name: job.result if job.done else None for name, job in solves.items()}
     primary = solvers[0]
-    primary_results(primary, budget, solves[primary], sweeps[primary])
+    primary_results(primary, budget, solves[primary], sweep_status(graph, primary, *settings(primary), wait=0))
     if len(solvers) > 1:
         comparison_table(outcomes)
     for name, job in solves.items():
         if name != primary and (job.final or job.elapsed() > SOLVE_PANEL_SECONDS):
             job_panel(job, key=f"schedule_solve_{name}", rerun=PANEL)
+    schedule_column, comparison_column = st.columns(2)
+    with schedule_column:
+        if outcomes[primary] is not None and outcomes[primary].schedule is not None:
+            schedule_download(outcomes[primary].schedule, key="schedule_download")
+    with comparison_column:
+        if len(solvers) > 1:
+            csv_download("Comparison at this budget CSV", comparison_records(outcomes, budget),
+                         f"{graph.name}-comparison-{budget}.csv", "schedule_comparison_csv",
+                         "The table above: each solver's exact result at the current budget.")
+
+
+def chart_part(budget: int, solvers: list[str]) -> None:
+    """The sweeps' progress, the Pareto chart (with each solver's result at the budget) and its download."""
+    sweeps = {name: sweep_status(graph, name, *settings(name), wait=0) for name in solvers}
     for name, status in sweeps.items():
         job_panel(status.job, key=f"schedule_sweep_{name}", rerun=PANEL)
     curves = [s.partial for s in sweeps.values() if s.partial is not None]
-    if curves:
-        current = {name: o.schedule.stats["overhead"] if o is not None and o.schedule is not None else None
-                   for name, o in outcomes.items()}
-        log_column, bound_column = st.columns([1, 3])
-        with log_column:
-            log_y = log_scale_toggle()
-        with bound_column:
-            bounds = best_possible(graph, state.time_limit()) if lp_bound_toggle(rerun=PANEL) else []
-        if lp_bound_wanted():
-            job_panel(lp_bounds_job(graph, state.time_limit()), key="schedule_lp_bounds", rerun=PANEL)
-        st.plotly_chart(pareto_chart(graph.content_hash, curves, lower_bound=summary.lower_bound,
-                                     checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget, current=current,
-                                     best_possible=bounds, log_y=log_y),
-                        key="schedule_pareto")
-        st.caption("Each line is the best overhead a solver reached at or below each budget (a schedule that fits "
-                   "a budget fits every larger one); markers are its solves, measured by the simulator; stars are "
-                   "the exact results at the current budget. Below the lower bound (shaded) no schedule fits.")
-    downloads(budget, solvers, outcomes, curves)
+    if not curves:
+        return
+    current = {}
+    for name, job in solves_at(budget, solvers).items():
+        schedule = job.result.schedule if job.done else None
+        current[name] = schedule.stats["overhead"] if schedule is not None else None
+    log_column, bound_column = st.columns([1, 3])
+    with log_column:
+        log_y = log_scale_toggle()
+    with bound_column:
+        bounds = best_possible(graph, state.time_limit()) if lp_bound_toggle(rerun=PANEL) else []
+    if lp_bound_wanted():
+        job_panel(lp_bounds_job(graph, state.time_limit()), key="schedule_lp_bounds", rerun=PANEL)
+    st.plotly_chart(pareto_chart(graph.content_hash, curves, lower_bound=summary.lower_bound,
+                                 checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget, current=current,
+                                 best_possible=bounds, log_y=log_y),
+                    key="schedule_pareto")
+    st.caption("Each line is the best overhead a solver reached at or below each budget (a schedule that fits a "
+               "budget fits every larger one); markers are its solves, measured by the simulator; stars are the "
+               "exact results at the current budget. Below the lower bound (shaded) no schedule fits.")
+    csv_download("Pareto sweep CSV", curve_table(curves), f"{graph.name}-pareto-sweep.csv", "schedule_csv",
+                 "Every budget each solver's sweep solved: the points of the Pareto chart.")
 
 
 def primary_results(solver: str, budget: int, job: Job, sweep: SweepStatus) -> None:
@@ -151,23 +181,6 @@ def primary_results(solver: str, budget: int, job: Job, sweep: SweepStatus) -> N
                    + (" (≈: the sweep's cheapest schedule at a budget below, which fits this one)" if point else ""))
     if job.final or job.elapsed() > SOLVE_PANEL_SECONDS:
         job_panel(job, key=f"schedule_solve_{solver}", rerun=PANEL)
-
-
-def downloads(budget: int, solvers: list[str], outcomes: dict, curves: list) -> None:
-    exports = st.columns(3)
-    primary = outcomes[solvers[0]]
-    with exports[0]:
-        if primary is not None and primary.schedule is not None:
-            schedule_download(primary.schedule, key="schedule_download")
-    with exports[1]:
-        if curves:
-            csv_download("Pareto sweep CSV", curve_table(curves), f"{graph.name}-pareto-sweep.csv", "schedule_csv",
-                         "Every budget each solver's sweep solved: the points of the Pareto chart.")
-    with exports[2]:
-        if len(solvers) > 1:
-            csv_download("Comparison at this budget CSV", comparison_records(outcomes, budget),
-                         f"{graph.name}-comparison-{budget}.csv", "schedule_comparison_csv",
-                         "The table above: each solver's exact result at the current budget.")
 
 
 budget_panel()

@@ -251,12 +251,10 @@ class Lane:
         conn.send(("run", job.id, job.graph[0] if job.graph else None, job.function, job.args, job.step_allowance))
         while True:
             if job.cancel_requested or self._stopping:
-                self._replace_worker()
-                job.end(JobState.CANCELLED)
+                self._stop(job, JobState.CANCELLED)
                 return
             if job.time_limit is not None and job.elapsed() > job.time_limit:
-                self._replace_worker()
-                job.end(JobState.TIMED_OUT)
+                self._stop(job, JobState.TIMED_OUT)
                 return
             if not conn.poll(POLL_SECONDS):
                 if not self._process.is_alive():
@@ -291,6 +289,12 @@ class Lane:
         self._process, self._conn = process, ours
         self.workers_started += 1
         return ours
+
+    def _stop(self, job: Job, state: JobState) -> None:
+        """End the running ``job`` by killing its worker (said at once), then start a fresh worker."""
+        self._kill_worker()
+        job.end(state)
+        self._replace_worker()
 
     def _replace_worker(self) -> None:
         """Kill the worker and start a fresh one at once (it imports while nothing waits for it)."""

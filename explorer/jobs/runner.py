@@ -10,7 +10,7 @@ Five lanes, each one worker process (see :mod:`.lane` for why a process and how 
   graph takes over a minute on two cores);
 - ``torch``: runs on real tensors (PyTorch, on half the cores).
 
-The sweep lanes run niced, so that on a busy machine the interactive lanes get the CPU first.
+The search and sweep lanes run niced, so that on a busy machine the quick lane and the app get the CPU first.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ KEPT_OPS = 300_000
 """The solve lanes keep finished schedules up to this many ops in all (about 150 MB of Python objects;
 a 10,000-node graph's schedule has ~25,000 ops), the least recently asked for dropped first."""
 BACKGROUND_NICENESS = 10
+SEARCH_NICENESS = 5
+"""The search lane yields the CPU to the quick lane and the app (a quick answer must not wait for a core)."""
 _started: list[Lane] = []
 
 
@@ -49,7 +51,7 @@ def quick_lane() -> Lane:
 @st.cache_resource(show_spinner=False)
 def search_lane() -> Lane:
     """Solves by the searching solvers."""
-    return _new_lane("search", kept_weight=KEPT_OPS, weigh=outcome_ops)
+    return _new_lane("search", nice=SEARCH_NICENESS, kept_weight=KEPT_OPS, weigh=outcome_ops)
 
 
 @st.cache_resource(show_spinner=False)
