@@ -24,6 +24,7 @@ from explorer.widgets.metrics import (comparison_table, estimate_metrics, log_sc
 from explorer.widgets.sidebar import sidebar_schedule
 from explorer.widgets.solvers import compare_picker, option_widgets, solver_picker, time_limit_input
 from explorer.widgets.text import plain
+from remat_core import get_solver
 from remat_core.analysis import curve_table, graph_summary
 from remat_core.graph import format_bytes
 
@@ -49,8 +50,8 @@ with st.expander("Solver options and time limit", icon=":material/settings:"):
     time_limit_input()
 
 
-METRICS_POLL_SECONDS = 0.3  # while a solve at the budget runs: the answer the user waits for
-CHART_POLL_SECONDS = 1.0  # while sweeps run: a redrawn chart costs the browser more
+QUICK_POLL_SECONDS = 0.3  # while a quick solver's solve at the budget runs: it lands within a second or two
+SLOW_POLL_SECONDS = 1.0  # while only searches run (they take their time limit), and for the chart while sweeps run
 # A slider move waits this long for the exact solve, so that a quick one shows exact metrics at once instead of
 # the estimate first (a longer wait would hold up the next move: it is not served until this run ends).
 SOLVE_GLANCE_SECONDS = 0.15
@@ -83,16 +84,26 @@ def budget_panel() -> None:
     solves[solvers[0]].wait(SOLVE_GLANCE_SECONDS)
     background = [*(sweep_job(graph, n, *settings(n)) for n in solvers),
                   *([lp_bounds_job(graph, state.time_limit())] if lp_bound_wanted() else [])]
-    solving = not all(job.final for job in solves.values())
-    (live_metrics if solving else settled_metrics)(budget, solvers)
-    (live_chart if solving or not all(job.final for job in background) else settled_chart)(budget, solvers)
+    running = [name for name, job in solves.items() if not job.final]
+    if any(not get_solver(name).searching for name in running):
+        live_metrics(budget, solvers)
+    elif running:
+        searching_metrics(budget, solvers)
+    else:
+        settled_metrics(budget, solvers)
+    (live_chart if running or not all(job.final for job in background) else settled_chart)(budget, solvers)
 
 
-# Each part of the results is drawn by one of two fragments: one that looks again every few seconds while
-# work behind it runs, one that does not (the budget fragment picks; the first stops when it is not picked).
+# Each part of the results is drawn by a fragment that looks again every so often while work behind it runs,
+# or by one that does not: the budget fragment picks, and a polling fragment it does not pick stops.
 
-@st.fragment(run_every=METRICS_POLL_SECONDS)
+@st.fragment(run_every=QUICK_POLL_SECONDS)
 def live_metrics(budget: int, solvers: list[str]) -> None:
+    metrics_part(budget, solvers)
+
+
+@st.fragment(run_every=SLOW_POLL_SECONDS)
+def searching_metrics(budget: int, solvers: list[str]) -> None:
     metrics_part(budget, solvers)
 
 
@@ -101,7 +112,7 @@ def settled_metrics(budget: int, solvers: list[str]) -> None:
     metrics_part(budget, solvers)
 
 
-@st.fragment(run_every=CHART_POLL_SECONDS)
+@st.fragment(run_every=SLOW_POLL_SECONDS)
 def live_chart(budget: int, solvers: list[str]) -> None:
     chart_part(budget, solvers)
 
