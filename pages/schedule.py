@@ -136,8 +136,8 @@ def metrics_part(budget: int, solvers: list[str]) -> None:
             job_panel(job, key=f"schedule_solve_{name}", rerun=PANEL)
     schedule_column, comparison_column = st.columns(2)
     with schedule_column:
-        if outcomes[primary] is not None and outcomes[primary].schedule is not None:
-            schedule_download(outcomes[primary].schedule, key="schedule_download")
+        if outcomes[primary] is not None and outcomes[primary].feasible:
+            schedule_download(outcomes[primary], graph.name, primary, budget, key="schedule_download")
     with comparison_column:
         if len(solvers) > 1:
             csv_download("Comparison at this budget CSV", comparison_records(outcomes, budget),
@@ -155,8 +155,7 @@ def chart_part(budget: int, solvers: list[str]) -> None:
         return
     current = {}
     for name, job in solves_at(budget, solvers).items():
-        schedule = job.result.schedule if job.done else None
-        current[name] = schedule.stats["overhead"] if schedule is not None else None
+        current[name] = job.result.stats["overhead"] if job.done and job.result.feasible else None
     log_column, bound_column = st.columns([1, 3])
     with log_column:
         log_y = log_scale_toggle()
@@ -179,8 +178,8 @@ def primary_results(solver: str, budget: int, job: Job, sweep: SweepStatus) -> N
     """The session solver's four metrics: exact once its solve is done, else the sweep's estimate (≈)."""
     if job.done:
         outcome = job.result
-        if outcome.schedule is not None:
-            schedule_metrics(st, outcome.schedule, budget)
+        if outcome.feasible:
+            schedule_metrics(st, outcome, budget)
         else:
             outcome_message(outcome, solver, budget, button_key="schedule_use_smallest")
         return

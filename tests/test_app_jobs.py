@@ -131,3 +131,28 @@ def test_a_missing_cell_is_a_dash_with_its_reason_and_text_is_escaped():
     assert "<td>&lt;b&gt;x&lt;/b&gt;</td>" in html and '<th title="the optimality gap">gap ⓘ</th>' in html
     with pytest.raises(ValueError, match="Missing"):
         html_table([{"solver": "x", "peak": None}])
+
+
+def test_a_stalled_solve_is_said_to_be_and_retry_and_cancel_act_on_it(monkeypatch):
+    from explorer.jobs import job as job_module
+
+    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    graph = at.session_state[state.MODEL].graph  # ResNet-18: checkmate-milp searches it for its whole time limit
+    budget = at.session_state[state.BUDGET]
+    at.session_state[state.SOLVER] = "checkmate-milp"
+    at.session_state[state.TIME_LIMIT] = 300.0
+    running = solve_job(graph, "checkmate-milp", budget, (), 300.0)
+    assert running.wait_for_report(running.submitted_at, BOUND) and running.state is JobState.RUNNING
+    monkeypatch.setattr(job_module, "STALL_SECONDS", 0.0)  # every running job now counts as silent too long
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception and any("No word from its worker" in w.value for w in at.warning)
+    button(at, "Retry", "await").click().run()
+    fresh = solve_job(graph, "checkmate-milp", budget, (), 300.0)
+    assert running.state is JobState.CANCELLED and fresh is not running and not fresh.final
+    monkeypatch.setattr(job_module, "STALL_SECONDS", 30.0)
+    assert fresh.wait_for_report(fresh.submitted_at, BOUND)
+    at.run()
+    button(at, "Cancel", "await").click().run()
+    assert fresh.state is JobState.CANCELLED and not at.exception
+    assert any("cancelled" in w.value for w in at.warning)
+    assert any(b.proto.label == "Retry" for b in at.button)

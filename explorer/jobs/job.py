@@ -156,9 +156,9 @@ class Job:
             return 0.0
         return (now if now is not None else time.monotonic()) - self.last_report_at
 
-    def stalled(self, now: float | None = None, stall_seconds: float = STALL_SECONDS) -> bool:
-        """Running, and silent for ``stall_seconds`` or more."""
-        return self.silent_for(now) >= stall_seconds
+    def stalled(self, now: float | None = None) -> bool:
+        """Running, and silent for :data:`STALL_SECONDS` or more."""
+        return self.state is JobState.RUNNING and self.silent_for(now) >= STALL_SECONDS
 
     def outcome(self) -> Any:
         """The result of a DONE job; a FAILED job's exception is raised here, in the app's process."""

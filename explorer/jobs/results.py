@@ -96,8 +96,8 @@ def _confirm(setting: tuple, budget: int, peak: int) -> None:
 
 
 def _confirm_outcome(setting: tuple, budget: int, outcome: Outcome) -> None:
-    if outcome.schedule is not None:
-        _confirm(setting, budget, outcome.schedule.stats["peak"])
+    if outcome.feasible:
+        _confirm(setting, budget, outcome.stats["peak"])
 
 
 def _confirm_points(setting: tuple, points) -> None:

@@ -22,9 +22,10 @@ from remat_core import get_solver
 from .lane import Lane
 from .worker import Outcome, share_cores
 
-KEPT_OPS = 300_000
-"""The solve lanes keep finished schedules up to this many ops in all (about 150 MB of Python objects;
-a 10,000-node graph's schedule has ~25,000 ops), the least recently asked for dropped first."""
+KEPT_OPS = 1_000_000
+"""The solve lanes keep finished schedules up to this many ops each (packed, about 100 bytes an op, or
+100 MB; a 10,000-node graph's schedule has ~25,000 ops), the least recently asked for dropped first.
+A schedule unpacked by a page that needed it (the Timeline) costs five times that while it is kept."""
 BACKGROUND_NICENESS = 10
 SEARCH_NICENESS = 5
 """The search lane yields the CPU to the quick lane and the app (a quick answer must not wait for a core)."""
@@ -39,7 +40,7 @@ def _new_lane(name: str, **settings) -> Lane:
 
 def outcome_ops(outcome: Outcome) -> int:
     """What keeping a solve's outcome costs: its schedule's ops (1 without a schedule)."""
-    return len(outcome.schedule) if outcome.schedule is not None else 1
+    return max(outcome.ops, 1)
 
 
 @st.cache_resource(show_spinner=False)

@@ -7,7 +7,7 @@ from typing import Any
 
 import streamlit as st
 
-from remat_core import Schedule, get_solver
+from remat_core import get_solver
 from remat_core.analysis import CurvePoint, reported_gap
 from remat_core.graph import format_bytes
 
@@ -18,11 +18,12 @@ from .table import Missing, table
 from .text import percent, plain
 
 
-def schedule_metrics(container, schedule: Schedule, budget: int) -> None:
-    """Peak, cost overhead, recomputed tensors and solve time of an exact solve, in four metrics."""
-    stats = schedule.stats
+def schedule_metrics(container, outcome: Outcome, budget: int) -> None:
+    """Peak, cost overhead, recomputed tensors and solve time of an exact solve, in four metrics (from its
+    stats: the schedule itself stays packed)."""
+    stats = outcome.stats
     _metrics(container, stats["peak"], stats["overhead"], stats["recomputed_nodes"], stats["recomputes"],
-             f"{stats.get('solve_seconds', 0.0) * 1e3:,.0f} ms", f"{len(schedule):,} ops", budget, estimate=False)
+             f"{stats.get('solve_seconds', 0.0) * 1e3:,.0f} ms", f"{outcome.ops:,} ops", budget, estimate=False)
 
 
 def estimate_metrics(container, point: CurvePoint, budget: int) -> None:
@@ -123,17 +124,17 @@ def comparison_rows(outcomes: dict[str, Outcome | None]) -> list[dict[str, Any]]
     Missing values are :class:`~explorer.widgets.table.Missing` with the reason. A ``MIP gap`` column
     appears when any schedule's solver reports a gap (:func:`remat_core.analysis.pareto.reported_gap`).
     """
-    gaps = {name: reported_gap(o.schedule.solver_info) if o is not None and o.schedule is not None else None
+    gaps = {name: reported_gap(o.solver_info) if o is not None and o.feasible else None
             for name, o in outcomes.items()}
     rows = []
     for name, outcome in outcomes.items():
         fit = known_fit(name)
-        if outcome is None or outcome.schedule is None:
+        if outcome is None or not outcome.feasible:
             status, why = _no_schedule(outcome)
             row = {"solver": name, "status": status, "peak": Missing(why), "overhead": Missing(why),
                    "recomputed": Missing(why), "solve ms": Missing(why)}
         else:
-            stats = outcome.schedule.stats
+            stats = outcome.stats
             row = {"solver": name, "status": "exact solver" if get_solver(name).exact else "heuristic",
                    "peak": format_bytes(stats["peak"]), "overhead": percent(stats["overhead"]),
                    "recomputed": f"{stats['recomputed_nodes']:,}", "solve ms": f"{stats['solve_seconds'] * 1e3:,.1f}"}
@@ -158,7 +159,7 @@ def gap_text(gap: float | None, solver: str = "", outcome: Outcome | None = None
     """A reported optimality gap in the table: ``0 % (optimal)``, three digits, or a dash saying why there is none."""
     if gap is not None:
         return "0% (optimal)" if gap == 0 else f"{100 * gap:.3g}%"
-    if outcome is None or outcome.schedule is None:
+    if outcome is None or not outcome.feasible:
         return Missing("no schedule at this budget, so no gap")
     if not get_solver(solver).exact:
         return Missing(f"{solver} is a heuristic: it proves no bound, so it reports no gap")
