@@ -157,3 +157,20 @@ def test_a_stopped_lane_cancels_what_it_holds_and_takes_no_more_work():
     lane.stop()
     assert finished(queued).state is JobState.CANCELLED and finished(running).state is JobState.CANCELLED
     assert lane.submit(("add", 2, 1), jobs.add, 2, 1).state is JobState.CANCELLED
+
+
+def test_an_outcome_travels_with_its_schedule_packed_and_unpacks_it_on_first_use():
+    import pickle
+
+    from explorer.jobs.worker import Outcome
+    from remat_core import checkpoint_all_peak, solve
+
+    graph = training_chain(20)
+    schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
+    sent = Outcome.of(schedule)
+    assert sent.schedule is schedule  # the worker's own copy, not unpacked again
+    received = pickle.loads(pickle.dumps(sent))
+    assert "schedule" not in received.__dict__ and received.feasible and received.ops == len(schedule)
+    assert received.stats == schedule.stats and received.solver_info == schedule.solver_info
+    assert received.schedule.ops == schedule.ops and received.schedule.simulation.peak == schedule.simulation.peak
+    assert not Outcome(infeasible="too small").feasible and Outcome(infeasible="too small").schedule is None
