@@ -55,7 +55,7 @@ SLOW_POLL_SECONDS = 1.0  # while only searches run (they take their time limit),
 # A slider move waits this long for the exact solve, so that a quick one shows exact metrics at once instead of
 # the estimate first (a longer wait would hold up the next move: it is not served until this run ends).
 SOLVE_GLANCE_SECONDS = 0.15
-SOLVE_PANEL_SECONDS = 1.0  # a solve running longer than this shows its progress and a Cancel button
+SOLVE_PANEL_SECONDS = 1.0  # a solve queued or running longer than this shows its progress and a Cancel button
 
 
 def settings(name: str) -> tuple[tuple, float | None]:
@@ -132,7 +132,7 @@ def metrics_part(budget: int, solvers: list[str]) -> None:
     if len(solvers) > 1:
         comparison_table(outcomes)
     for name, job in solves.items():
-        if name != primary and (job.final or job.elapsed() > SOLVE_PANEL_SECONDS):
+        if name != primary and (job.final or job.age() > SOLVE_PANEL_SECONDS):
             job_panel(job, key=f"schedule_solve_{name}", rerun=PANEL)
     schedule_column, comparison_column = st.columns(2)
     with schedule_column:
@@ -189,7 +189,7 @@ def primary_results(solver: str, budget: int, job: Job, sweep: SweepStatus) -> N
     if not job.final:
         st.caption(f"Solving {plain(solver)} exactly at {format_bytes(budget)}…"
                    + (" (≈: the sweep's cheapest schedule at a budget below, which fits this one)" if point else ""))
-    if job.final or job.elapsed() > SOLVE_PANEL_SECONDS:
+    if job.final or job.age() > SOLVE_PANEL_SECONDS:
         job_panel(job, key=f"schedule_solve_{solver}", rerun=PANEL)
 
 

@@ -628,7 +628,7 @@ def test_the_comparison_table_has_a_mip_gap_column_when_a_solver_reports_one():
 def comparison_table_rows(at: AppTest) -> list[dict]:
     """The Schedule page's comparison table: per row, the solver's name and each other column's (text, tooltip)."""
     table = next(m.value for m in at.markdown if 'class="remat-table"' in m.value)
-    header = [h.replace(" ⓘ", "") for h in re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table)]
+    header = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table)
     rows = []
     for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1]):
         cells = [(text, html.unescape(title) if title else None)

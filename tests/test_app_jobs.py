@@ -128,7 +128,7 @@ def test_a_missing_cell_is_a_dash_with_its_reason_and_text_is_escaped():
     html = html_table([{"solver": "<b>x</b>", "peak": Missing('still "solving"'), "gap": "0%"}],
                       {"gap": "the optimality gap"})
     assert '<td title="still &quot;solving&quot;" class="missing">' + DASH + "</td>" in html
-    assert "<td>&lt;b&gt;x&lt;/b&gt;</td>" in html and '<th title="the optimality gap">gap ⓘ</th>' in html
+    assert "<td>&lt;b&gt;x&lt;/b&gt;</td>" in html and '<th title="the optimality gap" style="text-decoration: underline dotted">gap</th>' in html
     with pytest.raises(ValueError, match="Missing"):
         html_table([{"solver": "x", "peak": None}])
 

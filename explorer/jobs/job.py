@@ -150,6 +150,10 @@ class Job:
             return 0.0
         return (self.ended_at or (now if now is not None else time.monotonic())) - self.started_at
 
+    def age(self, now: float | None = None) -> float:
+        """Seconds since it was submitted (queued time included)."""
+        return (self.ended_at or (now if now is not None else time.monotonic())) - self.submitted_at
+
     def silent_for(self, now: float | None = None) -> float:
         """Seconds since it last reported (0 unless running)."""
         if self.state is not JobState.RUNNING or self.last_report_at is None:

@@ -38,13 +38,13 @@ def job_panel(job: Job, key: str, rerun: str | None = None) -> None:
 
 
 def _buttons(job: Job, key: str, rerun: str | None, retry: bool = True, cancel: bool = True) -> None:
-    columns = st.columns([1, 1, 5])
+    row = st.container(horizontal=True)
     if cancel:
-        columns[0].button("Cancel", key=f"{key}_cancel_{job.id}", icon=":material/stop_circle:",
+        row.button("Cancel", key=f"{key}_cancel_{job.id}", icon=":material/stop_circle:",
                           on_click=_then_rerun, args=(job.lane.cancel, job, rerun),
                           help="Stop it now; what it finished is kept.")
     if retry:
-        columns[1].button("Retry", key=f"{key}_retry_{job.id}", icon=":material/refresh:",
+        row.button("Retry", key=f"{key}_retry_{job.id}", icon=":material/refresh:",
                           on_click=_then_rerun, args=(job.lane.retry, job, rerun),
                           help="Start it again from the beginning.")
 

@@ -36,14 +36,13 @@ def estimate_metrics(container, point: CurvePoint, budget: int) -> None:
 def _metrics(container, peak: int, overhead: float, recomputed: int, extra: int, time_text: str, time_note: str,
              budget: int, estimate: bool) -> None:
     mark = "≈ " if estimate else ""
-    a, b, c, d = container.columns(4)
-    a.metric(f"{mark}Peak memory", format_bytes(peak), delta=f"{peak / budget:.0%} of budget" if budget else None,
-             delta_color="off", delta_arrow="off")
-    b.metric(f"{mark}Cost overhead", percent(overhead), delta="over checkpoint-all", delta_color="off",
-             delta_arrow="off")
-    c.metric(f"{mark}Recomputed tensors", f"{recomputed:,}", delta=f"{extra:,} extra computations",
-             delta_color="off", delta_arrow="off")
-    d.metric("Solve time", time_text, delta=time_note, delta_color="off", delta_arrow="off")
+    row = container.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
+    shown = {"width": "content", "delta_color": "off", "delta_arrow": "off"}
+    row.metric(f"{mark}Peak memory", format_bytes(peak), delta=f"{peak / budget:.0%} of budget" if budget else None,
+               **shown)
+    row.metric(f"{mark}Cost overhead", percent(overhead), delta="over checkpoint-all", **shown)
+    row.metric(f"{mark}Recomputed tensors", f"{recomputed:,}", delta=f"{extra:,} extra computations", **shown)
+    row.metric("Solve time", time_text, delta=time_note, **shown)
 
 
 def known_fit(solver: str) -> FitsAt | None:

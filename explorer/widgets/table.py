@@ -2,7 +2,7 @@
 
 Streamlit's data grid shows a missing value as ``None`` and has no per-cell tooltip, so these
 tables are plain HTML (escaped) in Markdown: a :class:`Missing` cell is drawn as ``—`` with a
-``title`` (the browser's tooltip), and a column's help as the header's tooltip.
+``title`` (the browser's tooltip), and a column's help as the header's tooltip (underlined with dots).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ def html_table(rows: Sequence[Mapping[str, Any]], column_help: Mapping[str, str]
     columns = list(rows[0])
 
     def th(name: str) -> str:
-        title = f' title="{escape(helps[name])}"' if name in helps else ""
-        return f"<th{title}>{escape(name)}{' ⓘ' if title else ''}</th>"
+        if name not in helps:
+            return f"<th>{escape(name)}</th>"
+        return f'<th title="{escape(helps[name])}" style="text-decoration: underline dotted">{escape(name)}</th>'
 
     def td(value: Any) -> str:
         if isinstance(value, Missing):
