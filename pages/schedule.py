@@ -81,7 +81,8 @@ def budget_panel() -> None:
     sidebar_schedule()
     solvers = [state.solver(), *state.compared()]
     solves = solves_at(budget, solvers)
-    solves[solvers[0]].wait(SOLVE_GLANCE_SECONDS)
+    if not get_solver(solvers[0]).searching:  # a search takes its time limit: no use waiting for it
+        solves[solvers[0]].wait(SOLVE_GLANCE_SECONDS)
     background = [*(sweep_job(graph, n, *settings(n)) for n in solvers),
                   *([lp_bounds_job(graph, state.time_limit())] if lp_bound_wanted() else [])]
     running = [name for name, job in solves.items() if not job.final]

@@ -36,7 +36,6 @@ KEPT_JOBS = 256
 POLL_SECONDS = 0.05
 """How often the dispatcher looks at Cancel and the time limit while the worker is silent."""
 STOP_SECONDS = 5.0
-CANCEL_WAIT_SECONDS = 1.0
 
 
 class WorkerStopped(RuntimeError):
@@ -122,19 +121,18 @@ class Lane:
             return job
 
     def cancel(self, job: Job) -> None:
-        """Stop ``job``: out of the queue if queued; its worker killed (a fresh one started) if running.
+        """Stop ``job``: out of the queue if queued; if running, ended now and its worker killed by the
+        dispatcher within :data:`POLL_SECONDS` (a fresh one started), whatever it is doing.
 
-        Waits up to :data:`CANCEL_WAIT_SECONDS` for a running job to be stopped, so that the page drawn
-        next shows it cancelled. It stays kept under its key as CANCELLED, so that a page polling for
-        it does not start it again: :meth:`retry` does that.
+        It stays kept under its key as CANCELLED, so that a page polling for it does not start it
+        again: :meth:`retry` does that.
         """
         with self._lock:
             if job.state is JobState.QUEUED:
                 self._pending.remove(job)
-                job.end(JobState.CANCELLED)
             elif job.state is JobState.RUNNING:
                 job.cancel_requested = True
-        job.wait(CANCEL_WAIT_SECONDS)
+            job.end(JobState.CANCELLED)
 
     def retry(self, job: Job) -> Job:
         """Start ``job``'s work again at the head of the queue (cancelling it first if it still runs)."""
