@@ -136,7 +136,7 @@ def sweep_job(report: Reporter, graph: ComputeGraph, solver: str, budgets: Seque
         seconds = time.perf_counter() - started
         if outcome.error is not None:
             raise SweepFailed(f"at {format_bytes(budget)}: {outcome.error}")
-        point = (feasible_point(budget, outcome.schedule, seconds) if outcome.schedule is not None
+        point = (feasible_point(outcome.schedule, budget, seconds) if outcome.feasible
                  else infeasible_point(budget, seconds, outcome.smallest_feasible))
         report.partial(point)
         points.append(point)

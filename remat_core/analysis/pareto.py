@@ -198,10 +198,10 @@ def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float
         schedule = solve(graph, budget, solver, time_limit=time_limit, **options)
     except InfeasibleBudget as e:
         return infeasible_point(budget, time.perf_counter() - started, e.smallest_feasible)
-    return feasible_point(budget, schedule, time.perf_counter() - started)
+    return feasible_point(schedule, budget, time.perf_counter() - started)
 
 
-def feasible_point(budget: int, schedule: Schedule, seconds: float) -> CurvePoint:
+def feasible_point(schedule: Schedule, budget: int, seconds: float) -> CurvePoint:
     """The point of a simulated schedule solved at ``budget`` in ``seconds``."""
     stats = schedule.stats
     counts = schedule.simulation.compute_counts if schedule.simulation is not None else {}
