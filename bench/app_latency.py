@@ -92,9 +92,11 @@ def serve(port: int) -> subprocess.Popen:
 
 
 def rendered(page: Page) -> None:
-    """Until the script run is over: a title there and the running indicator gone."""
+    """Until a script run is over: a title there and the app's script not running (Streamlit marks ``stApp``
+    with ``data-test-script-state``; while work runs in the background, between two polls)."""
     page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=TIMEOUT_MS)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=TIMEOUT_MS)
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState "
+                           "=== 'notRunning'", timeout=TIMEOUT_MS)
 
 
 def go_to(page: Page, title: str) -> float:
