@@ -11,7 +11,8 @@ from .text import plain
 
 def job_panel(job: Job, key: str, rerun: str | None = None) -> None:
     """Draw where ``job`` stands (nothing once it is done). ``key`` makes its buttons' keys unique on the page;
-    ``rerun`` names the fragment that Cancel and Retry rerun (the one that decides whether to keep polling)."""
+    ``rerun`` names the fragment that Retry reruns (the one that decides whether to keep polling; Cancel reruns
+    only the fragment around the button, the least work between the click and the page saying so)."""
     if job.state is JobState.DONE:
         return
     label = plain(job.label[:1].upper() + job.label[1:])
@@ -40,16 +41,14 @@ def job_panel(job: Job, key: str, rerun: str | None = None) -> None:
 def _buttons(job: Job, key: str, rerun: str | None, retry: bool = True, cancel: bool = True) -> None:
     row = st.container(horizontal=True)
     if cancel:
-        row.button("Cancel", key=f"{key}_cancel_{job.id}", icon=":material/stop_circle:",
-                          on_click=_then_rerun, args=(job.lane.cancel, job, rerun),
-                          help="Stop it now; what it finished is kept.")
+        row.button("Cancel", key=f"{key}_cancel_{job.id}", icon=":material/stop_circle:", on_click=job.lane.cancel,
+                   args=(job,), help="Stop it now; what it finished is kept.")
     if retry:
-        row.button("Retry", key=f"{key}_retry_{job.id}", icon=":material/refresh:",
-                          on_click=_then_rerun, args=(job.lane.retry, job, rerun),
-                          help="Start it again from the beginning.")
+        row.button("Retry", key=f"{key}_retry_{job.id}", icon=":material/refresh:", on_click=_retry,
+                   args=(job, rerun), help="Start it again from the beginning.")
 
 
-def _then_rerun(action, job: Job, fragment: str | None) -> None:
-    action(job)
+def _retry(job: Job, fragment: str | None) -> None:
+    job.lane.retry(job)
     if fragment is not None:
         st.rerun(fragment)
