@@ -1,8 +1,9 @@
 """Remat Explorer, the browser app: ``streamlit run app.py``.
 
 The entry script routes to the page chosen and draws the frame every page shares: page config,
-the session's defaults (a built-in model, a solver, a budget) and the sidebar. The pages and their
-order are listed once, in ``explorer/pages.py``.
+the link's state and the session's defaults (a built-in model, a solver, a budget), the sidebar, and
+the safety net the page runs in (``explorer/frame.py``). The pages and their order are listed once,
+in ``explorer/pages.py``.
 
 Everything, imports included, is guarded by ``__name__ == "__main__"``: Streamlit runs this file as
 ``__main__``, and the explorer's worker processes (started with ``spawn``) run the parent's main
@@ -12,11 +13,12 @@ file again under another name, where it must do nothing (and load nothing they d
 if __name__ == "__main__":
     import streamlit as st
 
-    from explorer.frame import frame, mark_entry
+    from explorer.frame import frame, mark_entry, run_page
     from explorer.pages import DEFAULT_PAGE, PAGES, entry_titled
 
     navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path,
                                         default=p.path == DEFAULT_PAGE) for p in PAGES])
-    frame(schedule_summary=not entry_titled(navigation.title).draws_schedule_summary)
+    entry = entry_titled(navigation.title)
+    frame(schedule_summary=not entry.draws_schedule_summary)
     mark_entry()
-    navigation.run()
+    run_page(navigation, entry.title)

@@ -1,4 +1,5 @@
-"""The frame every page shares (page config, session defaults, sidebar) and the guard that ensures it.
+"""The frame every page shares (page config, the link's state, session defaults, sidebar, the safety net)
+and the guard that ensures it.
 
 Streamlit still treats a folder called ``pages/`` next to the entry script as an old-style
 multipage app until ``st.navigation`` has run in the process (and AppTest resets that before every
@@ -15,6 +16,8 @@ from streamlit.runtime.pages_manager import PagesManager
 
 from . import state
 from .jobs.runner import start_lanes
+from .safety import contained, show_callback_failure
+from .state import url
 from .state.models import default_model
 from .widgets.sidebar import sidebar_model, sidebar_schedule
 
@@ -22,16 +25,32 @@ ENTRY_MARK = "_framed_by_entry"
 
 
 def frame(schedule_summary: bool = True) -> None:
-    """Page config, the session's defaults (a built-in model, a solver, a budget) and the sidebar.
+    """Page config, the URL's state and the session's defaults (a built-in model, a solver, a budget), what a
+    link or a control could not do, and the sidebar, each failure contained (see :mod:`explorer.safety`).
 
     ``schedule_summary=False`` leaves the sidebar's budget and solver block to the page.
     """
     st.set_page_config(page_title="Remat Explorer", page_icon=":material/memory:", layout="wide")
     start_lanes()  # start the workers early: they take a while to start
-    state.ensure(default_model)
-    sidebar_model()
-    if schedule_summary:
-        sidebar_schedule()
+    with contained("opening the link"):
+        url.open_link(default_model)
+        url.show_problems()
+    show_callback_failure()
+    with contained("the sidebar"):
+        sidebar_model()
+        if schedule_summary:
+            sidebar_schedule()
+
+
+def run_page(page, title: str) -> None:
+    """Run the page inside the safety net, then write the state it leaves into the URL (also when the page
+    stops or reruns: Streamlit's control flow passes through the net)."""
+    try:
+        with contained(f"the {title} page"):
+            page.run()
+    finally:
+        with contained("writing the page's state into its URL"):
+            url.publish()
 
 
 def mark_entry() -> None:

@@ -107,7 +107,7 @@ if back.button("◀ Previous", key="learn_back", disabled=st.session_state[STEP_
 if forward.button("Next ▶", key="learn_next", disabled=st.session_state[STEP_KEY] >= len(steps)):
     st.session_state[STEP_KEY] += 1
 with position:
-    number = st.slider("Step", 1, len(steps), key=STEP_KEY, label_visibility="collapsed")
+    number = st.slider("Step", 1, len(steps), key=STEP_KEY, label_visibility="collapsed") if len(steps) > 1 else 1
 step = steps[number - 1]
 result = schedule.simulation
 resident = result.resident_after(graph, step.last_op)

@@ -5,8 +5,9 @@ import streamlit as st
 
 from explorer import state
 from explorer.frame import require_entry
-from explorer.state.models import (MAX_UPLOAD_BYTES, failure_message, generated_random_dag, generated_training_chain,
-                                   model_from_upload, upload_suffixes)
+from explorer.state.models import (CHAIN_ACTIVATION_MIB, CHAIN_LAYERS, DAG_EDGE_PROBABILITY, DAG_NODES, DAG_SEED,
+                                   LEVEL_CHOICES, MAX_UPLOAD_BYTES, accept_upload, activation_bytes, failure_message,
+                                   generated_random_dag, generated_training_chain, upload_suffixes)
 from explorer.state.zoo import zoo_form
 from explorer.widgets.exports import graph_download
 from explorer.widgets.text import plain
@@ -44,25 +45,27 @@ with upload_tab:
     uploaded = st.file_uploader(
         "Graph file", key="w_upload",
         help=f"A remat-graph JSON, a Checkmate/Moccasin node-link JSON, or a model export (accepted: "
-             f"{', '.join(suffixes)}); at most {format_bytes(MAX_UPLOAD_BYTES)}. Files are parsed, never executed.")
+             f"{', '.join(suffixes)}); at most {format_bytes(MAX_UPLOAD_BYTES)}. Files are parsed, never executed, "
+             f"and kept on this server so that a reload or a link (model=its content hash) opens them again.")
     settings = st.columns(2)
     add_backward = settings[0].toggle("Add the backward pass to forward-only graphs", value=True,
                                       key="w_upload_backward",
                                       help="ONNX files and forward JSON graphs hold the forward pass only; "
                                            "rematerialization is about training graphs.")
-    pt2_level = settings[1].selectbox("Level for .pt2 exports", ["op", "module"], key="w_upload_level")
+    pt2_level = settings[1].selectbox("Level for .pt2 exports", LEVEL_CHOICES, key="w_upload_level")
     if uploaded is not None:
         marker = (uploaded.file_id, uploaded.name, uploaded.size, add_backward, pt2_level)
         if st.session_state.get(UPLOAD_MARKER) != marker:
             st.session_state[UPLOAD_MARKER] = marker
             try:
-                loaded = model_from_upload(uploaded.name, uploaded.getvalue(), add_backward, pt2_level)
+                loaded, not_kept = accept_upload(uploaded.name, uploaded.getvalue(), add_backward, pt2_level)
             except Exception as e:  # noqa: BLE001 - whatever broke, say so and keep the model
                 st.session_state[UPLOAD_ERROR] = failure_message(e)
             else:
                 st.session_state[UPLOAD_ERROR] = None
                 state.set_model(loaded)
-                state.notice(f"Loaded {uploaded.name}: {len(loaded.graph):,} nodes.")
+                state.notice(f"Loaded {uploaded.name}: {len(loaded.graph):,} nodes"
+                             + (f"; {not_kept}." if not_kept else "."))
                 st.rerun()
         if st.session_state.get(UPLOAD_ERROR):
             st.error(f"Could not load {plain(uploaded.name)}: {plain(st.session_state[UPLOAD_ERROR])}  \n"
@@ -75,19 +78,23 @@ with generated_tab:
     with st.form("generated_form", border=False):
         if family == "Training chain":
             left, right = st.columns(2)
-            layers = left.number_input("Layers", min_value=1, max_value=2000, value=24, step=1,
-                                       key="w_generated_layers")
-            mem_mib = right.number_input("MiB per activation", min_value=0.01, max_value=4096.0, value=4.0,
-                                      key="w_generated_mib")
+            layers = left.number_input("Layers", min_value=CHAIN_LAYERS.low, max_value=CHAIN_LAYERS.high,
+                                       value=CHAIN_LAYERS.default, step=1, key="w_generated_layers")
+            mem_mib = right.number_input("MiB per activation", min_value=CHAIN_ACTIVATION_MIB.low,
+                                         max_value=CHAIN_ACTIVATION_MIB.high, value=CHAIN_ACTIVATION_MIB.default,
+                                         key="w_generated_mib")
         else:
             left, middle, right = st.columns(3)
-            nodes = left.number_input("Nodes", min_value=1, max_value=3000, value=60, step=1, key="w_generated_nodes")
-            probability = middle.number_input("Edge probability", min_value=0.0, max_value=1.0, value=0.08,
+            nodes = left.number_input("Nodes", min_value=DAG_NODES.low, max_value=DAG_NODES.high,
+                                      value=DAG_NODES.default, step=1, key="w_generated_nodes")
+            probability = middle.number_input("Edge probability", min_value=DAG_EDGE_PROBABILITY.low,
+                                              max_value=DAG_EDGE_PROBABILITY.high, value=DAG_EDGE_PROBABILITY.default,
                                               step=0.01, key="w_generated_probability")
-            seed = right.number_input("Seed", min_value=0, max_value=10**6, value=0, step=1, key="w_generated_seed")
+            seed = right.number_input("Seed", min_value=DAG_SEED.low, max_value=DAG_SEED.high,
+                                      value=DAG_SEED.default, step=1, key="w_generated_seed")
         if st.form_submit_button("Use this graph", type="primary"):
             if family == "Training chain":
-                state.set_model(generated_training_chain(int(layers), int(mem_mib * 2**20)))
+                state.set_model(generated_training_chain(int(layers), activation_bytes(mem_mib)))
             else:
                 state.set_model(generated_random_dag(int(nodes), float(probability), int(seed)))
             state.notice(f"Now exploring {state.graph().name}.")

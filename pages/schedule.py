@@ -10,7 +10,7 @@ the exact schedule lands, and each job's progress with Cancel.
 
 import streamlit as st
 
-from explorer import state
+from explorer import safety, state
 from explorer.figures.schedule import pareto_chart
 from explorer.frame import require_entry
 from explorer.jobs.job import Job
@@ -70,14 +70,14 @@ def solves_at(budget: int, solvers: list[str]) -> dict[str, Job]:
 PANEL = "schedule_budget"  # the budget fragment's key: Cancel, Retry and the LP toggle rerun it
 
 
-@st.fragment(key=PANEL)
+@safety.fragment(key=PANEL)
 def budget_panel() -> None:
     """The slider and everything that depends on the budget: reruns alone when the slider moves."""
     slider_column, typed_column = st.columns([4, 1])
     with slider_column:
         budget = budget_slider(scale)
     with typed_column:
-        typed_budget(summary.checkpoint_all_peak)
+        typed_budget(scale)
     sidebar_schedule()
     solvers = [state.solver(), *state.compared()]
     solves = solves_at(budget, solvers)
@@ -98,27 +98,27 @@ def budget_panel() -> None:
 # Each part of the results is drawn by a fragment that looks again every so often while work behind it runs,
 # or by one that does not: the budget fragment picks, and a polling fragment it does not pick stops.
 
-@st.fragment(run_every=QUICK_POLL_SECONDS)
+@safety.fragment(run_every=QUICK_POLL_SECONDS)
 def live_metrics(budget: int, solvers: list[str]) -> None:
     metrics_part(budget, solvers)
 
 
-@st.fragment(run_every=SLOW_POLL_SECONDS)
+@safety.fragment(run_every=SLOW_POLL_SECONDS)
 def searching_metrics(budget: int, solvers: list[str]) -> None:
     metrics_part(budget, solvers)
 
 
-@st.fragment
+@safety.fragment
 def settled_metrics(budget: int, solvers: list[str]) -> None:
     metrics_part(budget, solvers)
 
 
-@st.fragment(run_every=SLOW_POLL_SECONDS)
+@safety.fragment(run_every=SLOW_POLL_SECONDS)
 def live_chart(budget: int, solvers: list[str]) -> None:
     chart_part(budget, solvers)
 
 
-@st.fragment
+@safety.fragment
 def settled_chart(budget: int, solvers: list[str]) -> None:
     chart_part(budget, solvers)
 

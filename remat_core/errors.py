@@ -79,6 +79,9 @@ class InvalidSchedule(RematError):
         where = f"step {step} {list(op)}" if op is not None else f"end of schedule (after step {step - 1})"
         super().__init__(f"invalid schedule at {where}: {reason}")
 
+    def __reduce__(self):  # crosses process boundaries (worker pools, Ray) whole
+        return type(self), (self.step, self.op, self.reason)
+
 
 class InfeasibleBudget(RematError):
     """No schedule the solver can build fits the budget.
@@ -109,6 +112,9 @@ class InfeasibleBudget(RematError):
         else:
             msg += "; no feasible budget is known"
         super().__init__(msg)
+
+    def __reduce__(self):
+        return type(self), (self.budget, self.smallest_feasible, self.solver, self.detail)
 
 
 class ZooError(RematError, ValueError):
@@ -144,6 +150,9 @@ class TraceError(RematError):
         if hint:
             message += f"\nhint: {hint}"
         super().__init__(message)
+
+    def __reduce__(self):
+        return type(self), (self.model, self.reason, self.op, self.module, self.hint)
 
 
 class OnnxImportError(TraceError, GraphError):

@@ -27,16 +27,14 @@ from explorer.pages import PAGES
 from explorer.state import models, zoo
 from explorer.state.models import default_model
 from explorer.widgets.budget import budget_scale
-from explorer.widgets.decompositions import SELECTED_BAG
 from explorer.widgets.exports import comparison_records, csv_text, diff_records, graph_json
 from explorer.widgets.text import percent, plain
 from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget, parse_graph
 from remat_core.analysis.comparison import sweep_budgets
 from remat_core.analysis.explain import schedule_diff
-from remat_core.analysis.views import MAX_DRAWN_NODES
 from remat_core.frontends.trace import trace_zoo_model
 from remat_core.graph.budget import format_bytes
-from remat_core.graph.generators import random_dag, training_chain
+from remat_core.graph.generators import training_chain
 
 TIMEOUT = 60
 
@@ -246,7 +244,9 @@ def test_switching_solver_works(solver):
     outcome = solve_outcome(graph, solver, at.session_state[state.BUDGET], (), 1.0)  # the exact solve, waited for
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    if solver == "checkpoint-all":  # it never recomputes: infeasible under its peak, and says where it fits
+    if solver in ("checkpoint-all", "torch-partitioner"):
+        # Neither gets under the checkpoint-all peak of a chain (torch's partitioner recomputes what it drops in
+        # one go in the backward): infeasible, and each says where it fits
         assert outcome.schedule is None and not at.metric
         warning = at.warning[0].value  # where it fits once its sweep confirmed it, else where it says it fits
         assert f"fits at **{format_bytes(checkpoint_all_peak(graph))}**" in warning or \
@@ -365,24 +365,6 @@ def test_generating_a_graph_replaces_the_model():
     assert plain(at.session_state[state.MODEL].graph.name) in sidebar_text(at)
 
 
-def test_the_graph_page_refuses_to_draw_a_huge_graph_and_shows_a_smaller_view():
-    at = app()
-    at.session_state[state.MODEL] = state.Model(random_dag(MAX_DRAWN_NODES + 10, edge_probability=0.0005), "test")
-    at.switch_page("pages/graph.py").run()
-    assert not at.exception
-    assert at.error and "too many to draw" in at.error[0].value
-    assert at.get("iframe")
-
-
-def test_the_graph_page_finds_a_node_and_draws_its_neighbourhood():
-    at = app("pages/graph.py")
-    at.segmented_control(key="w_graph_level").set_value("neighbourhood").run()
-    some_node = at.session_state[state.MODEL].graph.topological_order()[10]
-    at.selectbox(key="w_graph_find").set_value(some_node).run()
-    assert not at.exception and not at.error
-    assert at.get("iframe")
-
-
 def test_the_timeline_page_shows_what_is_resident_at_a_step():
     at = app()
     at.session_state[state.BUDGET] = 10**12
@@ -490,27 +472,6 @@ def test_budget_scale_brackets_the_marks_with_float_steps(a, b):
         shown = scale.to_units(nbytes)
         assert scale.low <= shown <= scale.high
         assert scale.to_bytes(shown) >= min(nbytes, scale.to_bytes(scale.high)) - 1
-
-
-def drawn_dag_nodes(at: AppTest) -> dict:
-    """The nodes of the DAG iframe on the page, by id."""
-    html = at.get("iframe")[0].proto.srcdoc
-    data = re.search(r"nodes = new vis\.DataSet\((\[.*?\])\);", html, re.DOTALL).group(1)
-    return {n["id"]: n for n in json.loads(data)}
-
-
-def test_the_graph_page_highlights_the_vertices_of_a_picked_bag():
-    at = app("pages/graph.py")
-    assert not at.exception and not at.error
-    assert any(m.label == "Tree width" for m in at.metric) and any(m.label == "Path width" for m in at.metric)
-    at.selectbox(key="w_graph_bag").set_value(("tree", 1)).run()
-    assert not at.exception
-    kind, index = at.session_state[SELECTED_BAG]
-    assert (kind, index) == ("tree", 1)
-    graph = at.session_state[state.MODEL].graph
-    bag = set(decomposition(graph.content_hash, graph, kind, "min_degree")[0].bags[index])
-    marked = {i for i, n in drawn_dag_nodes(at).items() if n["borderWidth"] == 3}
-    assert marked == bag
 
 
 def lifetime_rows_shown(at: AppTest) -> list[str]:

@@ -29,10 +29,12 @@ def background_workers():
 
 
 def schedule_page(graph) -> AppTest:
+    """The Schedule page on ``graph`` with DTR, a quick solver (its solves and sweep go to the quick lanes)."""
     at = AppTest.from_file("../app.py", default_timeout=60).run()
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = state.default_budget(graph)
     at.switch_page("pages/schedule.py").run()
+    at.selectbox(key="w_solver").set_value("dtr").run()
     assert not at.exception, at.exception
     return at
 

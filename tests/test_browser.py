@@ -19,7 +19,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -59,21 +61,28 @@ def _wait_healthy(url: str, process: subprocess.Popen) -> None:
     raise RuntimeError(f"streamlit did not answer {url} within {SERVER_START_SECONDS} s")
 
 
-@pytest.fixture(scope="module")
-def app_url():
+def require_chromium() -> None:
+    """Skip (or, with ``REMAT_REQUIRE_BROWSER=1``, fail) when Debian's chromium is missing."""
     if not CHROMIUM.exists():
         message = "Debian chromium is missing: apt-get install -y chromium"
         if os.environ.get("REMAT_REQUIRE_BROWSER") == "1":
             pytest.fail(message)
         pytest.skip(message)
+
+
+@contextmanager
+def serving(log_name: str = "streamlit-server.log", options: tuple[str, ...] = (),
+            env: dict[str, str] | None = None) -> Iterator[str]:
+    """``streamlit run app.py`` on a free port of 127.0.0.1 (its output in ``test-output/<log_name>``, more
+    ``streamlit run`` options and environment variables as given); yields its URL, stops it after."""
     port = _free_port()
     log = (ROOT / "test-output")
     log.mkdir(exist_ok=True)
-    with open(log / "streamlit-server.log", "w") as out:
+    with open(log / log_name, "w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
-             "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+             "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false", *options],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})})
     try:
         _wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", process)
         yield f"http://127.0.0.1:{port}"
@@ -90,23 +99,43 @@ def app_url():
 
 
 @pytest.fixture(scope="module")
-def page(app_url):
+def app_url():
+    require_chromium()
+    with serving() as url:
+        yield url
+
+
+@contextmanager
+def chromium_tab(width: int = 1440, height: int = 1000):
+    """A tab of headless chromium (driven by playwright) in a window of this size."""
     playwright_api = pytest.importorskip("playwright.sync_api")
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 1000})
-        tab = context.new_page()
+        context = browser.new_context(viewport={"width": width, "height": height})
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    with chromium_tab() as tab:
         yield tab
-        context.close()
-        browser.close()
+
+
+SETTLED = ("() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState === 'notRunning' "
+           "&& !document.querySelector('[data-testid=\"stSkeleton\"]')")
+"""The app's script is not running (Streamlit marks ``stApp`` with ``data-test-script-state``) and no element
+is still a placeholder."""
 
 
 def wait_rendered(tab) -> None:
-    """Until the app's script has finished: the app view is there and the running indicator gone."""
+    """Until the app's script has finished: the app view is there, the script not running, nothing a placeholder."""
     tab.wait_for_selector('[data-testid="stAppViewContainer"]', timeout=RENDER_TIMEOUT_MS)
     tab.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=RENDER_TIMEOUT_MS)
-    tab.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=RENDER_TIMEOUT_MS)
+    tab.wait_for_function(SETTLED, timeout=RENDER_TIMEOUT_MS)
     tab.wait_for_timeout(400)
 
 
@@ -187,7 +216,9 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
         go_to(page, entry)
         if entry.url_path in ("model", "timeline", "learn"):
             page.wait_for_selector(".js-plotly-plot", timeout=RENDER_TIMEOUT_MS)
-        if entry.url_path in ("graph", "learn"):
+        if entry.url_path == "graph":
+            page.wait_for_selector(".st-key-graph-view .js-plotly-plot", timeout=RENDER_TIMEOUT_MS)
+        if entry.url_path == "learn":
             page.wait_for_selector("iframe", timeout=RENDER_TIMEOUT_MS)
         assert_no_error(page, entry.title)
         shot(page, entry.url_path)
@@ -198,8 +229,14 @@ def test_every_page_renders_the_slider_moves_and_the_timeline_plays(app_url, pag
     wait_rendered(page)
     page.mouse.move(0, 0)  # off the button: its tooltip would cover the results in the picture
     assert_no_error(page, "Timeline after running on real tensors")
-    traces = page.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => t.name)")
-    assert "measured" in traces, f"the timeline has no measured-memory line after the run ({traces})"
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # the page fixture has it
+
+    try:  # the metrics can land a moment before the redrawn timeline does
+        page.wait_for_function("() => (document.querySelector('.js-plotly-plot').data || [])"
+                               ".some(t => t.name === 'measured')", timeout=RENDER_TIMEOUT_MS)
+    except PlaywrightTimeout:
+        traces = page.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => t.name)")
+        raise AssertionError(f"the timeline has no measured-memory line after the run ({traces})") from None
     shot(page, "timeline-real-tensors")
     step_box = page.locator('[data-testid="stNumberInput"] input').first
     first_step = step_box.input_value()

@@ -21,7 +21,7 @@ def test_percent_of_checkpoint_all_peak():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("lots", "cannot read budget 'lots'"), ("-5MiB", "cannot read budget"), ("5 parsecs", "unknown unit .parsecs."),
+    ("lots", "cannot read budget 'lots'"), ("-5MiB", "is negative"), ("5 parsecs", "unknown unit .parsecs."),
     ("12XB", "unknown unit 'XB'"), ("", "cannot read budget"),
 ])
 def test_bad_budget_text(text, message):

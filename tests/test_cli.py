@@ -85,7 +85,7 @@ def test_simulate_with_budget(graph_file, tmp_path):
 
 def test_infeasible_budget_exit_3(graph_file):
     g, path = graph_file
-    out = run("solve", path, "--budget", "50%")
+    out = run("solve", path, "--budget", "50%", "--solver", "checkpoint-all")
     assert out.returncode == 3
     assert f"{checkpoint_all_peak(g) // 2:,}" in out.stderr and f"{checkpoint_all_peak(g):,}" in out.stderr
     assert "Traceback" not in out.stderr
@@ -157,9 +157,9 @@ def test_debug_shows_traceback(graph_file):
 
 def test_solvers_listing():
     out = run("solvers")
-    assert out.returncode == 0 and "checkpoint-all" in out.stdout
+    assert out.returncode == 0 and out.stdout.splitlines()[0].startswith("auto ") and "checkpoint-all" in out.stdout
     listing = json.loads(run("solvers", "--json").stdout)
-    assert listing[0]["name"] == "checkpoint-all"
+    assert [entry["name"] for entry in listing[:2]] == ["auto", "checkpoint-all"]
 
 
 def test_node_link_graph_through_the_cli(tmp_path):
@@ -198,3 +198,27 @@ def test_an_error_with_no_message_reads_no_message_and_long_lines_are_cut():
     assert first_line(ValueError("")) == "(no message)"
     assert first_line(ValueError("first\nsecond")) == "first"
     assert first_line(ValueError("x" * 400), limit=300) == "x" * 297 + "..."
+
+
+def test_generate_writes_moccasin_files_that_info_and_the_default_solver_read(tmp_path):
+    path = tmp_path / "layered.json"
+    out = run("generate", "80", "--seed", "2", "--format", "moccasin", "-o", path)
+    assert out.returncode == 0 and "80 nodes" in out.stderr
+    doc = json.loads(path.read_text())
+    assert doc["graph"]["node_output_cost_tag"] == "out_cost" and "id" not in doc["nodes"][0]
+    info = run("info", path)
+    assert json.loads(info.stdout)["graph_kind"] == "compute DAG" and "not a training graph" in info.stderr
+    solved = run("solve", path, "--budget", "85%", "--time-limit", "5")
+    assert solved.returncode == 0, solved.stderr
+    schedule = json.loads(solved.stdout)
+    assert schedule["solver"] == "auto" and schedule["stats"]["peak"] <= schedule["budget"]
+    assert run("generate", "2", "-o", tmp_path / "x.json").returncode == 2
+
+
+def test_a_stopped_solve_says_so(tmp_path):
+    path = tmp_path / "layered.json"
+    assert run("generate", "300", "--seed", "5", "-o", path).returncode == 0
+    out = run("solve", path, "--budget", "80%", "--time-limit", "2", "--solver", "checkmate-milp")
+    assert out.returncode in (0, 3), out.stderr
+    if out.returncode == 0:
+        assert "stopped at the time limit of 2 s" in out.stderr

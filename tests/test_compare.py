@@ -130,7 +130,7 @@ def test_compare_command_table(graph_file, chain):
 
 
 def test_compare_command_shows_the_gap_and_the_lp_bound(graph_file):
-    out = run("compare", graph_file, "--solvers", "checkmate-milp,rotor", "--budgets", "50%", "--time-limit", "10")
+    out = run("compare", graph_file, "--solvers", "checkmate-milp,rotor", "--budgets", "50%", "--time-limit", "60")
     assert out.returncode == 0, out.stderr
     header, milp, rotor = out.stdout.splitlines()[:3]
     gap_at, bound_at = header.index("gap"), header.index("LP bound")

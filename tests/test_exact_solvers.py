@@ -236,8 +236,10 @@ def test_infeasible_in_the_fixed_order():
 
 # -- results, options, output ----------------------------------------------------------------------
 
-HEURISTICS = [spec.name for spec in list_solvers() if spec.name not in ("checkmate-milp", "moccasin")]
-"""Every registered solver but the two exact searches."""
+HEURISTICS = [spec.name for spec in list_solvers() if spec.name not in ("checkmate-milp", "moccasin",
+                                                                        "torch-partitioner")]
+"""Every registered solver but the two exact searches and PyTorch's own partitioner (a peer to compare with, which
+the exact solvers' portfolio of quick heuristics does not draw on)."""
 
 
 @settings(max_examples=30)
@@ -264,15 +266,17 @@ def test_exact_solvers_are_never_above_a_heuristic(graph, fraction):
 def test_a_heuristic_beats_the_fixed_order_searched_under_a_time_limit():
     """The audit's case: at 5 bytes the MILP found a 133-cost schedule in 5 s, treewidth one of 61.
 
-    HiGHS's bound for the fixed order was 80 there, so no fixed-order schedule reaches 61.
+    HiGHS's bound for the fixed order was 80 there, so no fixed-order schedule reaches 61 (and
+    lifetime-split, added later, reaches 55).
     """
     graph = k_tree(40, 3, seed=1)
-    treewidth = solve(graph, 5, "treewidth").stats["cost"]
+    cheapest = min(a.cost for a in run_quick_heuristics(graph, 5))
+    assert cheapest <= solve(graph, 5, "treewidth").stats["cost"]
     for solver in ("checkmate-milp", "moccasin"):
         schedule = solve(graph, 5, solver, time_limit=2)
         info = schedule.solver_info
-        assert schedule.stats["cost"] == treewidth and info["source"] in QUICK_HEURISTICS
-        assert "refusal" in info["fixed_order"] or info["fixed_order"]["cost"] > treewidth
+        assert schedule.stats["cost"] == cheapest and info["source"] in QUICK_HEURISTICS
+        assert "refusal" in info["fixed_order"] or info["fixed_order"]["cost"] > cheapest
 
 
 def test_checkpoint_all_fits_is_proved_optimal_at_once():
@@ -436,10 +440,12 @@ def test_the_best_start_fits_and_respects_the_cap(graph, fraction, cap):
 
 
 def test_moccasin_is_never_dearer_than_its_hint():
-    """With almost no time CP-SAT may return nothing better: the hint is returned, never anything worse."""
+    """With little time CP-SAT may return nothing better: the hint is returned, never anything worse.
+
+    (The limit bounds the whole call, so it leaves time for the heuristics that give the hint.)"""
     graph = training_chain(40)
     budget = budget_between(graph, 0.3)
-    schedule = solve(graph, budget, "moccasin", time_limit=0.05, any_order=False)
+    schedule = solve(graph, budget, "moccasin", time_limit=1, any_order=False)
     info = schedule.solver_info
     assert info["hint"] in ("greedy", *QUICK_HEURISTICS)
     assert schedule.stats["cost"] <= info["hint_cost"] + TOL and schedule.stats["peak"] <= budget

@@ -173,9 +173,10 @@ def test_invalid_schedule_is_refused_before_running():
 
 
 def test_execute_cli():
-    out = subprocess.run([sys.executable, "-m", "remat_core", "execute", "mlp", "--batch", "4", "--budget", "100%"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "remat_core", "execute", "mlp", "--batch", "4", "--budget", "100%",
+                          "--json"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["gradients_match"] is True and report["memory_matches_simulator"] is True
-    assert report["measured_peak"] == report["simulated_peak"]
+    assert report["via"] == "plan" and report["gradients_equal"] is True
+    assert report["details"]["memory_matches_simulator"] is True
+    assert report["details"]["held_peak"] == report["simulated_peak"]

@@ -1,14 +1,14 @@
-"""The explorer's data helpers in remat_core: summary, step timelines, views, sweeps, walk-throughs."""
+"""The explorer's data helpers in remat_core: summary, step timelines, sweeps, walk-throughs (the graph view's
+levels of detail: tests/test_graph_view.py)."""
 
 import pytest
 from hypothesis import given
 from recompute_fixture import chain3, recompute_schedule, simulated
 from strategies import compute_graphs
 
-from remat_core import ComputeGraph, GraphError, Node, checkpoint_all_peak, memory_lower_bound
+from remat_core import ComputeGraph, Node, checkpoint_all_peak, memory_lower_bound
 from remat_core.analysis.pareto import LP_LOWER_BOUND, CurvePoint, ParetoCurve, curve_table, pareto_curve, reported_gap
 from remat_core.analysis.summary import NO_MODULE, graph_summary, memory_by_module, module_prefix
-from remat_core.analysis.views import full_view, module_view, neighbourhood_view
 from remat_core.analysis.walkthrough import call_key, step_title, walkthrough_steps
 from remat_core.graph.generators import training_chain
 from remat_core.schedule.schedule import reason
@@ -65,26 +65,6 @@ def test_occurrences_and_op_descriptions():
     assert describe_op(graph, result, 2, numbers[2]) == "free layer 1"
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
-
-
-def test_module_view_sums_its_groups_and_maps_every_node():
-    view = module_view(small_model(), depth=1)
-    ids = {n.id: n for n in view.nodes}
-    assert ids["layer1 [backward]"].mem == 110 and set(ids["layer1 [backward]"].members) == {"ga", "gw"}
-    assert ids["layer1 [parameters]"].pinned and not ids["layer1 [forward]"].pinned
-    assert set(view.member_of) == set(small_model().ids)
-    assert ("layer1 [forward]", "layer2 [forward]") in view.edges
-    assert all(u != v for u, v in view.edges)
-
-
-def test_neighbourhood_view_keeps_nodes_within_the_hops_and_the_limit():
-    graph = training_chain(10, mem=1)
-    view = neighbourhood_view(graph, "f5", hops=1)
-    assert {n.id for n in view.nodes} == {"f4", "f5", "f6", "b6"}
-    assert len(neighbourhood_view(graph, "f5", hops=8, limit=5).nodes) == 5
-    with pytest.raises(GraphError):
-        neighbourhood_view(graph, "nope")
-    assert len(full_view(graph).nodes) == len(graph)
 
 
 def test_pareto_curve_keeps_infeasible_points_with_what_they_said():

@@ -28,7 +28,10 @@ ALLOWED = {
     "analysis": {"errors", "graph", "schedule", "decompose", "solvers"},
     "viz": {"errors", "graph", "schedule", "decompose", "analysis"},
     "run": {"errors", "graph", "schedule", "frontends", "solvers"},
-    "cli": {"errors", "graph", "frontends", "schedule", "decompose", "solvers", "analysis", "viz", "run"},
+    "store": {"errors", "graph", "schedule", "solvers", "analysis"},
+    "batch": {"errors", "graph", "frontends", "schedule", "solvers", "analysis", "viz", "store"},
+    "cli": {"errors", "graph", "frontends", "schedule", "decompose", "solvers", "analysis", "viz", "run", "store",
+            "batch"},
 }
 """Which stage packages each package of remat_core may import (ARCHITECTURE.md draws the same arrows)."""
 MAX_TOP_LEVEL = 12

@@ -15,8 +15,12 @@ from remat_core.solvers._portfolio import QUICK_HEURISTICS
 from remat_core.solvers._separator_recursion import PURE_REUSE_COMPUTES_PER_NODE, pure_bounds, separator_hierarchy
 
 SOLVERS = ("treewidth", "pathwidth", "pathwidth-linear")
-SEARCHES = ("checkmate-milp", "checkmate-lp", "moccasin")
+SEARCHES = ("checkmate-milp", "checkmate-lp", "moccasin", "auto")
 """The solvers that search with a time limit (an LP, a MILP, CP-SAT): every other registered solver is a heuristic."""
+
+PEERS = ("torch-partitioner",)
+"""Solvers that stand for another system (PyTorch's own partitioner): compared with, not drawn on by the fallback
+portfolio, so not among the heuristics it must hold or beat."""
 
 
 def known_feasible(graph, solver, budget_aware=True):
@@ -199,19 +203,22 @@ decisions and the greedy eviction replay are not monotone); measured worst on th
 @pytest.mark.parametrize("graph", [training_chain(40), k_tree(60, 3, seed=1), series_parallel(60, seed=3),
                                    random_dag(40, 0.1, seed=2), random_tree(50, seed=4)], ids=lambda g: g.name)
 def test_a_bigger_budget_costs_no_more_up_to_the_tolerance(solver, graph):
+    """Among the solver's own plans, and among the fallback's: where the fallback hands over to the own
+    plans the cost can jump (docs/algorithms.md: the own plans are shown as they are)."""
     lower, peak = memory_lower_bound(graph), checkpoint_all_peak(graph)
     costs = []
     for k in range(13):
         s = solve_checked(graph, int(lower + (peak - lower) * k / 12), solver)
         if s is not None:
-            costs.append(s.stats["cost"])
-    assert costs and costs[-1] == checkpoint_all_cost(graph)
-    for smaller, bigger in zip(costs, costs[1:]):
-        assert bigger <= smaller * (1 + MONOTONE_TOLERANCE)
+            costs.append((s.stats["cost"], s.solver_info["strategy"].startswith("fallback: ")))
+    assert costs and costs[-1][0] == checkpoint_all_cost(graph)
+    for (smaller, fell_back), (bigger, falls_back) in zip(costs, costs[1:]):
+        if fell_back == falls_back:
+            assert bigger <= smaller * (1 + MONOTONE_TOLERANCE)
 
 
 def registered_heuristics():
-    return [spec.name for spec in list_solvers() if spec.name not in SEARCHES]
+    return [spec.name for spec in list_solvers() if spec.name not in SEARCHES + PEERS]
 
 
 def test_the_fallback_portfolio_holds_every_registered_heuristic():
@@ -246,12 +253,14 @@ def test_never_refused_where_any_heuristic_fits(graph, fraction):
 ], ids=["random-dag", "k-tree"])
 def test_a_solver_whose_decomposition_fails_falls_back_on_another(graph, budget, fits_own):
     """Budgets the audit found refused while another separator solver met them."""
+    own = {solver: solve_checked(graph, budget, solver) for solver in fits_own}
     for solver in SOLVERS:
         s = solve_checked(graph, budget, solver)
         fallback = s.solver_info["strategy"].startswith("fallback: ")
         assert fallback == (solver not in fits_own)
-        if fallback:
-            assert s.solver_info["fallback"] in fits_own and s.solver_info["own_refusal"]
+        if fallback:  # the cheapest quick heuristic: another separator solver's plan, or a cheaper one
+            assert s.solver_info["fallback"] in QUICK_HEURISTICS and s.solver_info["own_refusal"]
+            assert s.stats["cost"] <= min(o.stats["cost"] for o in own.values())
             with pytest.raises(InfeasibleBudget):
                 solve(graph, budget, solver, fallback=False)
 

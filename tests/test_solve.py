@@ -5,7 +5,7 @@ import pytest
 from remat_core import (BudgetError, InfeasibleBudget, InvalidSchedule, Schedule, SolverOptionError, UnknownSolver,
                         checkpoint_all_peak, get_solver, list_solvers, memory_lower_bound, solve, sweep)
 from remat_core.graph.generators import training_chain
-from remat_core.solvers import REGISTRY, Option, register
+from remat_core.solvers import DEFAULT_SOLVER, REGISTRY, Option, register
 
 
 @pytest.fixture
@@ -13,29 +13,31 @@ def chain():
     return training_chain(5, mem=10)
 
 
-def test_registry_lists_checkpoint_all_first():
+def test_registry_lists_auto_first_then_checkpoint_all():
     specs = list_solvers()
-    assert specs[0].name == "checkpoint-all"
-    entry = specs[0].describe()
+    assert [s.name for s in specs[:2]] == ["auto", "checkpoint-all"] and DEFAULT_SOLVER == "auto"
+    entry = specs[1].describe()
     assert entry["description"] and entry["exact"] is False and entry["options"] == []
 
 
 def test_solve_attaches_measured_stats(chain):
     peak = checkpoint_all_peak(chain)
     s = solve(chain, peak)
-    assert s.solver == "checkpoint-all" and s.budget == peak and s.graph == chain.name
+    assert s.solver == "auto" and s.budget == peak and s.graph == chain.name
     assert s.stats["peak"] == peak and s.stats["recomputes"] == 0 and s.stats["overhead"] == 0.0
     assert s.stats["solve_seconds"] >= 0
     assert s.simulation is not None and s.simulation.peak == peak
     assert len(s.reasons) == len(s.ops) and all(r["text"] for r in s.reasons)
 
 
-def test_checkpoint_all_infeasible_below_its_peak(chain):
+def test_checkpoint_all_infeasible_below_its_peak_where_the_default_solver_recomputes(chain):
     peak = checkpoint_all_peak(chain)
     with pytest.raises(InfeasibleBudget) as info:
-        solve(chain, peak - 1)
+        solve(chain, peak - 1, "checkpoint-all")
     assert info.value.smallest_feasible == peak and info.value.budget == peak - 1
     assert f"{peak:,}" in str(info.value)
+    recomputing = solve(chain, peak - 1, time_limit=5)
+    assert recomputing.stats["peak"] < peak and recomputing.stats["recomputes"] > 0
 
 
 def test_below_lower_bound_is_infeasible_for_any_solver(chain):
@@ -54,7 +56,7 @@ def test_integral_float_budget_is_accepted(chain):
 
 
 def test_unknown_solver_lists_the_names(chain):
-    with pytest.raises(UnknownSolver, match="unknown solver 'nope'; available: checkpoint-all"):
+    with pytest.raises(UnknownSolver, match="unknown solver 'nope'; available: auto, checkpoint-all"):
         solve(chain, 10**6, solver="nope")
 
 

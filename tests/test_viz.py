@@ -11,10 +11,11 @@ from remat_core import ComputeGraph, Node, checkpoint_all_peak, memory_lower_bou
 from remat_core.analysis.comparison import sweep_budgets
 from remat_core.analysis.pareto import CurvePoint, ParetoCurve, pareto_curve
 from remat_core.analysis.summary import module_groups
-from remat_core.analysis.views import full_view, module_view
+from remat_core.analysis.views import full_view, graph_view
 from remat_core.graph.generators import random_dag, training_chain
-from remat_core.viz import (dag_html, layered_positions, lifetime_candidates, lifetime_chart, memory_timeline_figure,
-                            module_memory_figure, pareto_figure, path_strip_figure, tree_of_bags_figure)
+from remat_core.viz import (bag_label, dag_html, lifetime_candidates, lifetime_chart, memory_timeline_figure,
+                            module_memory_figure, pareto_figure, path_strip_figure, separator_tree_figure,
+                            tree_of_bags_figure)
 from remat_core.viz.palette import DIMMED_COLOR, KIND_COLORS, RECOMPUTE_COLOR, unit_for
 from remat_core.viz.timeline import (BUDGET_TRACE, CURSOR_TRACE, MEASURED_TRACE, STEP_TRACE, drawn_steps,
                                     frame_steps, row_labels)
@@ -198,12 +199,12 @@ def test_pareto_figure_draws_a_reported_cost_lower_bound_as_best_possible():
 def test_dag_html_is_offline_and_escapes_labels():
     graph = ComputeGraph([Node("x", 1, 0, "input", True), Node("</script><b>", 5, 1, "forward", label=EVIL)],
                          [("x", "</script><b>")])
-    html = dag_html(full_view(graph), focus="</script><b>")
+    html = dag_html(full_view(graph))
     assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", html, re.IGNORECASE)
     assert not re.search(r"<link[^>]*\bhref\s*=\s*[\"']?https?://", html, re.IGNORECASE)
     assert "<script>alert" not in html and "</script><b>" not in html
     assert "popup.innerHTML" not in html  # tooltips stay plain text even with "href" in a label
-    assert "vis.Network" in html and "network.focus" in html
+    assert "vis.Network" in html
 
 
 def drawn_nodes(html: str) -> dict:
@@ -223,17 +224,6 @@ def test_dag_html_colours_by_kind_dims_the_unhighlighted_and_sizes_by_memory():
     marked = drawn_nodes(dag_html(full_view(graph), highlight={"a"}))
     assert marked["a"]["color"]["background"] == KIND_COLORS["forward"] and marked["a"]["borderWidth"] == 3
     assert marked["b"]["color"]["background"] == DIMMED_COLOR
-    with pytest.raises(KeyError):
-        dag_html(full_view(graph), focus="missing")
-
-
-def test_layout_runs_left_to_right_and_puts_pinned_nodes_before_their_reader():
-    graph = training_chain(4, mem=1)
-    positions = layered_positions(full_view(graph))
-    for u, v in graph.edges:
-        if not graph.node(u).pinned:
-            assert positions[u][0] < positions[v][0]
-    assert positions["x"][0] == positions["f1"][0] - (positions["f2"][0] - positions["f1"][0])
 
 
 def test_module_memory_figure_stacks_kinds_per_module():
@@ -272,31 +262,67 @@ def test_pareto_figure_on_a_log_axis_leaves_out_zero_overheads_and_says_so():
     assert not any("log axis" in a.text for a in linear.layout.annotations)
 
 
-def test_tree_of_bags_figure_marks_the_widest_and_the_selected_bag():
+def test_tree_of_bags_figure_names_bags_and_marks_the_widest_and_the_selected_bag():
     bags = [{"a", "b"}, {"b", "c", "d"}, {"c"}]
-    fig = tree_of_bags_figure(bags, [(0, 1), (1, 2)], selected=1)
+    labels = {"a": "layer1.conv · mm (fwd)", "b": "layer1.bn · add (fwd)", "c": "c · relu", "d": EVIL}
+    fig = tree_of_bags_figure(bags, [(0, 1), (1, 2)], selected=1, labels=labels)
     markers = next(t for t in fig.data if t.name == "bags")
     assert list(markers.customdata) == [0, 1, 2] and markers.marker.color[1] != markers.marker.color[0]
     assert any(t.name == "selected bag" for t in fig.data)
     assert list(markers.y) == [0, -1, -2]
+    assert markers.text[0] == bag_label(bags[0], labels, 28) and "layer1" in markers.text[0]
+    assert "layer1.bn · add (fwd)" in markers.hovertext[0] and "&lt;script&gt;" in markers.hovertext[1]
+    assert "<script>" not in fig.layout.annotations[0].text and "width 2" in fig.layout.annotations[0].text
     sideways = next(t for t in tree_of_bags_figure(bags, [(0, 1), (1, 2)], horizontal=True).data if t.name == "bags")
     assert list(sideways.x) == [0, 1, 2]
 
 
-def test_path_strip_draws_one_bar_per_vertex_over_its_bags():
-    bags = [{"a"}, {"a", "b"}, {"b", "c"}]
-    fig = path_strip_figure(bags, selected=2)
-    vertices = fig.data[0]
-    assert list(vertices.x) == [-0.4, 1.4, None, 0.6, 2.4, None, 1.6, 2.4, None]
-    assert list(fig.data[1].y) == [1, 2, 2] and fig.layout.shapes[0].x0 == 1.5
+def test_a_bag_is_named_by_its_members_with_their_shared_module_said_once():
+    labels = {"a": "layer1.0.conv1 · convolution (fwd)", "b": "layer1.0.bn1 · getitem (fwd)"}
+    assert bag_label(["a", "b"], labels, 100) == "layer1.0: conv1 · convolution (fwd), bn1 · getitem (fwd)"
+    assert bag_label(["a", "b"], labels, 20).endswith("…") and len(bag_label(["a", "b"], labels, 20)) == 20
+    assert bag_label(["x"], None) == "x" and bag_label([], labels) == "(empty)"
 
 
-def test_module_view_figure_input_groups_forward_and_backward_apart():
+def test_path_strip_draws_the_bags_over_the_graph_order_and_marks_the_widest():
+    bags = [{"a"}, {"a", "b"}, {"b", "c"}, {"c"}]
+    fig = path_strip_figure(bags, selected=2, order={"a": 0, "b": 1, "c": 2})
+    strip, vertices = fig.data
+    assert strip.name == "bag sizes" and list(strip.y) == [1, 2, 2, 1] and list(strip.customdata) == [0, 1, 2, 3]
+    assert vertices.name == "vertices"
+    assert [x for x in vertices.x if x == x] == [-0.4, 1.4, 0.6, 2.4, 1.6, 3.4]  # one line per vertex over its bags
+    assert [y for y in vertices.y if y == y] == [0, 0, 1, 1, 2, 2]  # at its place in the graph's order
+    widest, selected = fig.layout.shapes
+    assert (widest.x0, selected.x0) == (0.5, 1.5) and "width 1: widest bag 1" in fig.layout.title.text
+
+
+def test_separator_tree_is_an_icicle_of_named_bags_that_opens_a_few_levels_at_a_time():
+    bags = [("a", "b"), ("b",), ("a", "c")]
+    fig = separator_tree_figure(bags, [-1, 0, 0], labels={"a": "A", "b": "B", "c": "C"}, selected=2, levels=2)
+    icicle = fig.data[0]
+    assert icicle.type == "icicle" and list(icicle.parents) == ["", "0", "0"] and icicle.maxdepth == 2
+    assert list(icicle.labels) == ["A, B", "B", "A, C"] and list(icicle.values) == [5, 1, 2]  # vertices below
+    assert icicle.marker.colors[2] != icicle.marker.colors[1] and "widest bag 0" in fig.layout.title.text
+
+
+def test_a_big_separator_tree_draws_its_top_levels_or_the_tree_below_a_picked_bag():
+    parent = [-1] + [(k - 1) // 2 for k in range(1, 1023)]  # a complete binary tree of 1,023 bags
+    bags = [(f"v{k}",) for k in range(1023)]
+    top = separator_tree_figure(bags, parent, max_bags=100).data[0]
+    assert len(top.ids) == 63 and top.values[0] == 1023  # whole levels while at most 100 bags; widths stay whole
+    assert "960 more bags below" not in top.hovertext[0] and "more bags below" in top.hovertext[-1]
+    below = separator_tree_figure(bags, parent, top=5, max_bags=100).data[0]
+    assert below.ids[0] == "5" and below.parents[0] == "" and below.values[0] == 255
+
+
+def test_a_module_group_is_drawn_apart_from_its_backward_pass_in_the_small_dag():
     nodes = [Node("w", 1, 0, "param", True, module="l1"), Node("a", 1, 1, "forward", module="l1"),
-             Node("l", 1, 1, "loss"), Node("g", 1, 1, "backward", module="l1")]
-    view = module_view(ComputeGraph(nodes, [("w", "a"), ("a", "l"), ("l", "g"), ("a", "g"), ("w", "g")]))
-    assert {n.id for n in view.nodes} == {"l1 [parameters]", "l1 [forward]", "(no module) [forward]",
-                                          "l1 [backward]"}
+             Node("a2", 1, 1, "forward", module="l1"), Node("l", 1, 1, "loss"),
+             Node("g", 1, 1, "backward", module="l1"), Node("g2", 1, 1, "backward", module="l1")]
+    graph = ComputeGraph(nodes, [("w", "a"), ("a", "a2"), ("a2", "l"), ("l", "g"), ("g", "g2"), ("a", "g2"),
+                                 ("w", "g2")])
+    view = graph_view(graph)
+    assert {n.id for n in view.nodes} == {"w", "l1 [forward]", "l", "l1 [backward]"}
     assert drawn_nodes(dag_html(view))["l1 [forward]"]["label"] == "l1 · forward"
 
 

@@ -50,6 +50,37 @@ class TinyAttention(nn.Module):
         return self.head(x.mean(dim=1))
 
 
+class ResidualBlock(nn.Module):
+    """LayerNorm, Linear to four times the width, GELU, Linear back, added to the residual stream."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm, self.up, self.act, self.down = (nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(),
+                                                   nn.Linear(4 * width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(self.act(self.up(self.norm(x))))
+
+
+class ResidualMLP(nn.Module):
+    """Residual blocks and a linear head: the model torch's activation-memory budget was measured on."""
+
+    def __init__(self, width: int = 64, depth: int = 12, outputs: int = 1):
+        super().__init__()
+        self.blocks = nn.Sequential(*[ResidualBlock(width) for _ in range(depth)])
+        self.head = nn.Linear(width, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(x))
+
+
+def residual_mlp(width: int = 64, depth: int = 12, outputs: int = 1, batch: int = 8,
+                 tokens: int = 4) -> tuple[nn.Module, torch.Tensor]:
+    """A :class:`ResidualMLP` and an input of ``batch`` x ``tokens`` vectors."""
+    torch.manual_seed(0)
+    return ResidualMLP(width, depth, outputs), torch.randn(batch, tokens, width)
+
+
 def small_cnn(batch: int = 4, size: int = 8) -> tuple[nn.Module, tuple[torch.Tensor], LossSetup]:
     torch.manual_seed(0)
     return SmallCNN(), (torch.randn(batch, 3, size, size),), cross_entropy(torch.randint(0, 5, (batch,)))

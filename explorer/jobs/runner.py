@@ -10,7 +10,9 @@ Five lanes, each one worker process (see :mod:`.lane` for why a process and how 
   graph takes over a minute on two cores);
 - ``torch``: runs on real tensors (PyTorch, on half the cores).
 
-The search and sweep lanes run niced, so that on a busy machine the quick lane and the app get the CPU first.
+The sweep lanes run niced, so that on a busy machine the solves at the slider's budget and the app get the CPU
+first. The search lane does not: ``auto``, the default solver, runs there, and its time limit is wall-clock
+time (niced on a busy machine, it found less, or nothing, within it).
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ KEPT_OPS = 1_000_000
 100 MB; a 10,000-node graph's schedule has ~25,000 ops), the least recently asked for dropped first.
 A schedule unpacked by a page that needed it (the Timeline) costs five times that while it is kept."""
 BACKGROUND_NICENESS = 10
-SEARCH_NICENESS = 5
-"""The search lane yields the CPU to the quick lane and the app (a quick answer must not wait for a core)."""
+"""The sweep lanes yield the CPU to the solves at the slider's budget and to the app."""
 _started: list[Lane] = []
 
 
@@ -52,7 +53,7 @@ def quick_lane() -> Lane:
 @st.cache_resource(show_spinner=False)
 def search_lane() -> Lane:
     """Solves by the searching solvers."""
-    return _new_lane("search", nice=SEARCH_NICENESS, kept_weight=KEPT_OPS, weigh=outcome_ops)
+    return _new_lane("search", kept_weight=KEPT_OPS, weigh=outcome_ops)
 
 
 @st.cache_resource(show_spinner=False)

@@ -14,6 +14,7 @@ import streamlit as st
 from remat_core import ComputeGraph
 from remat_core.graph import format_bytes
 
+from .. import safety
 from ..widgets.jobs import job_panel
 from ..widgets.text import plain
 from .results import Options, solve_job
@@ -32,13 +33,15 @@ def awaited_outcome(graph: ComputeGraph, solver: str, budget: int, options: Opti
             job.wait(GLANCE_SECONDS)
     if job.done:
         return job.result
-    _follow(graph, solver, budget, options, time_limit)
+    rerun_when_solved(graph, solver, budget, options, time_limit)
     return None
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def _follow(graph: ComputeGraph, solver: str, budget: int, options: Options, time_limit: float | None) -> None:
-    """The solve's progress, looked at every second; the page reruns once the schedule is there."""
+@safety.fragment(run_every=POLL_SECONDS)
+def rerun_when_solved(graph: ComputeGraph, solver: str, budget: int, options: Options,
+                      time_limit: float | None) -> None:
+    """The solve's progress as a job, looked at every second; the page reruns once the schedule is there
+    (pages that draw what they have meanwhile call this too)."""
     job = solve_job(graph, solver, budget, options, time_limit)  # a Retry replaces the job under its key
     if job.done:
         st.rerun()

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Mapping, Sequence
 
-from remat_core import ComputeGraph, InfeasibleBudget, RematError, Schedule, solve
+from remat_core import ComputeGraph, InfeasibleBudget, RematError, Schedule
 from remat_core.analysis import LP_AVAILABLE, CurvePoint, feasible_point, infeasible_point, lp_lower_bound
 from remat_core.graph import format_bytes
 from remat_core.run import TensorCheck, check_on_tensors
+from remat_core.store import solve_stored
 
 from .job import PortableGraph
 from .process import Reporter, kept
@@ -100,13 +101,14 @@ def portable(graph: ComputeGraph) -> PortableGraph:
 
 def solve_graph(graph: ComputeGraph, solver: str, budget: int, options: Options,
                 time_limit: float | None) -> Outcome:
-    """:func:`remat_core.solve` at one budget, as an :class:`Outcome`: the explorer's one solve path.
+    """:func:`remat_core.solve` at one budget, through the results store the command line uses (a solve done
+    there is read back, and one done here is there), as an :class:`Outcome`: the explorer's one solve path.
 
     Infeasibility and other package errors become the outcome's fields; any other exception is a
     bug and propagates (the job fails with it).
     """
     try:
-        return Outcome.of(solve(graph, budget, solver, time_limit=time_limit, **dict(options)))
+        return Outcome.of(solve_stored(graph, budget, solver, time_limit=time_limit, **dict(options)))
     except InfeasibleBudget as e:
         return Outcome(infeasible=e.detail or str(e), smallest_feasible=e.smallest_feasible)
     except RematError as e:

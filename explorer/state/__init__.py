@@ -1,8 +1,10 @@
-"""What the explorer remembers: the session's model, budget, solvers and options, and where models
-come from (the built-in default, generated graphs, uploads, the zoo).
+"""What the explorer remembers: the session's model, budget, solvers and options, where models come from
+(the built-in default, generated graphs, uploads, the zoo), and where that state lives beyond a session.
 
 Pages read and set the session through this package's face (``from explorer import state``;
-``state.graph()``, ``state.set_budget(...)``); :mod:`.models` and :mod:`.zoo` build the models.
+``state.graph()``, ``state.set_budget(...)``); :mod:`.models` and :mod:`.zoo` build the models,
+:mod:`.uploads` keeps uploaded files on disk by content hash, :mod:`.budgets` is the range and scale of
+budgets, :mod:`.url` keeps the state in the page's URL, and :mod:`.links` builds links to a page in a state.
 """
 
 from .session import (BUDGET, COMPARE, DEFAULT_BUDGET_FRACTION, DEFAULT_TIME_LIMIT, MODEL, NOTICE, OPTIONS, PARETO_LOG,

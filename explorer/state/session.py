@@ -15,6 +15,8 @@ import streamlit as st
 from remat_core import ComputeGraph, checkpoint_all_peak, list_solvers, memory_lower_bound
 from remat_core.solvers import DEFAULT_SOLVER
 
+from .budgets import scale_of
+
 MODEL = "model"
 BUDGET = "budget"
 SOLVER = "solver"
@@ -25,7 +27,7 @@ WHY_TENSOR = "why_tensor"
 NOTICE = "notice"
 PARETO_LOG = "pareto_log_y"
 
-PREFERRED_SOLVERS = ("dtr", "rotor", "chen-greedy", "checkmate-lp", "treewidth", "lru", DEFAULT_SOLVER)
+PREFERRED_SOLVERS = ("auto", "dtr", "rotor", "chen-greedy", "checkmate-lp", "treewidth", "lru", DEFAULT_SOLVER)
 """The first of these that is registered is the solver a new session starts with."""
 DEFAULT_TIME_LIMIT = 10.0
 DEFAULT_BUDGET_FRACTION = 0.5
@@ -40,12 +42,18 @@ class Model:
     callable (a ``functools.partial`` of a tracer), because the model itself does not travel to the
     worker process that runs schedules on real tensors. None when no model stands behind the graph
     (a graph read from JSON or ONNX, or generated).
+
+    ``source`` is the name a link gives the model (the URL's ``model=``; see
+    :func:`explorer.state.models.model_from_source`) and ``level`` a zoo model's level (``level=``); None
+    when a link cannot name it.
     """
 
     graph: ComputeGraph
     origin: str
     parameters: int | None = None
     rebuild: Callable[[], ComputeGraph] | None = None
+    source: str | None = None
+    level: str | None = None
 
     @property
     def key(self) -> str:
@@ -76,9 +84,11 @@ def default_solver() -> str:
 
 
 def default_budget(graph: ComputeGraph) -> int:
-    """Half way from the lower bound to the checkpoint-all peak: where solvers differ most."""
+    """Half way from the lower bound to the checkpoint-all peak (where solvers differ most), at the budget
+    slider's nearest step above (a short text in the URL)."""
     low, high = memory_lower_bound(graph), checkpoint_all_peak(graph)
-    return int(low + DEFAULT_BUDGET_FRACTION * (high - low))
+    scale = scale_of(graph)
+    return scale.to_bytes(scale.to_units(int(low + DEFAULT_BUDGET_FRACTION * (high - low))))
 
 
 def set_model(model: Model) -> None:

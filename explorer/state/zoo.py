@@ -1,12 +1,15 @@
-"""Zoo models for the explorer: widgets built from each model's declared options, traces cached."""
+"""Zoo models for the explorer: widgets built from each model's declared options, traces cached, and the
+name a link gives them: ``resnet18`` at the zoo's default options, ``resnet18:batch_size=4,cost=unit`` with
+the options (and the cost model) that differ from them. The level is the link's ``level``."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, Mapping
 
 import streamlit as st
 
+from remat_core import GraphError
 from remat_core.frontends import LEVELS, build_model, get_spec, list_models, param_count, trace_zoo_model
 from remat_core.graph import COST_MODELS
 
@@ -16,12 +19,15 @@ DEFAULT_ZOO_MODEL = "resnet18"
 DEFAULT_ZOO_BATCH = 4
 DEFAULT_LEVEL = "module"
 DEFAULT_COST = "flops"
+COST_SETTING = "cost"
+"""The setting of a zoo link that names the cost model (the others are the model's declared options)."""
 
 
 @st.cache_resource(show_spinner="Tracing the model…", max_entries=8)
 def traced_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST,
                  options: tuple[tuple[str, int], ...] = ()) -> Model:
-    """Build zoo model ``name`` with ``options`` and trace one training step (FakeTensors: no real memory).
+    """Build zoo model ``name`` with ``options`` (every declared option, see :func:`zoo_model`) and trace one
+    training step (FakeTensors: no real memory).
 
     Raises
     ------
@@ -33,12 +39,70 @@ def traced_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST
     parameters = param_count(build_model(name, device="meta", **chosen).module)
     settings = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in chosen.items())
     return Model(graph, f"zoo: {name} ({settings + ', ' if settings else ''}{level} level, {cost} costs)",
-                 parameters, rebuild=partial(trace_zoo_model, name, level=level, cost=cost, **chosen))
+                 parameters, rebuild=partial(trace_zoo_model, name, level=level, cost=cost, **chosen),
+                 source=zoo_source(name, chosen, cost), level=level)
+
+
+def form_defaults(name: str) -> dict[str, int]:
+    """The options the Model page's zoo form starts at: the zoo's, with a small batch (quick to solve)."""
+    return {o.name: DEFAULT_ZOO_BATCH if o.role == "batch" else o.default for o in get_spec(name).options}
+
+
+def zoo_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST,
+              chosen: Mapping[str, Any] | None = None) -> Model:
+    """Zoo model ``name`` traced with ``chosen`` options (the zoo's defaults for the rest), cached.
+
+    Raises
+    ------
+    ZooError, TraceError
+        For an unknown model, an option it does not declare or out of range, or a model the tracer cannot handle.
+    """
+    options = get_spec(name).resolve(dict(chosen or {}))
+    return traced_model(name, level, cost, tuple(sorted(options.items())))
 
 
 def default_zoo_model() -> Model:
     """The model a new session opens on: a ResNet-18, small batch, module level."""
-    return traced_model(DEFAULT_ZOO_MODEL, DEFAULT_LEVEL, DEFAULT_COST, (("batch_size", DEFAULT_ZOO_BATCH),))
+    return zoo_model(DEFAULT_ZOO_MODEL, chosen=form_defaults(DEFAULT_ZOO_MODEL))
+
+
+def zoo_source(name: str, options: Mapping[str, int], cost: str) -> str:
+    """The name a link gives this zoo model: ``name``, then ``:option=value,...`` for what differs from the
+    zoo's defaults (the cost model as ``cost=``)."""
+    defaults = get_spec(name).defaults
+    changed = [f"{k}={v}" for k, v in sorted(options.items()) if defaults.get(k) != v]
+    if cost != DEFAULT_COST:
+        changed.append(f"{COST_SETTING}={cost}")
+    return name + (":" + ",".join(changed) if changed else "")
+
+
+def is_zoo_name(name: str) -> bool:
+    return name in list_models()
+
+
+def zoo_model_from_link(name: str, settings: Mapping[str, str], level: str | None) -> Model:
+    """The zoo model a link names: ``name`` with ``settings`` (option values and ``cost``) at ``level``.
+
+    Raises
+    ------
+    GraphError
+        For a setting that is no integer, an unknown cost model or level; ZooError and TraceError as
+        :func:`zoo_model`.
+    """
+    chosen: dict[str, int] = {}
+    cost = DEFAULT_COST
+    for key, value in settings.items():
+        if key == COST_SETTING:
+            if value not in COST_MODELS:
+                raise GraphError(f"{name}: unknown cost model {value!r}; use one of {', '.join(COST_MODELS)}")
+            cost = value
+        elif not value.isdigit():
+            raise GraphError(f"{name}: option {key}={value!r} is not a whole number")
+        else:
+            chosen[key] = int(value)
+    if level is not None and level not in LEVELS:
+        raise GraphError(f"unknown level {level!r}; use one of {', '.join(LEVELS)}")
+    return zoo_model(name, level or DEFAULT_LEVEL, cost, chosen)
 
 
 def zoo_form() -> Model | None:
@@ -49,20 +113,20 @@ def zoo_form() -> Model | None:
     Raises
     ------
     ZooError, TraceError
-        From :func:`traced_model`.
+        From :func:`zoo_model`.
     """
     names = list_models()
     name = st.selectbox("Model", names, index=names.index(DEFAULT_ZOO_MODEL) if DEFAULT_ZOO_MODEL in names else 0,
                         key="w_zoo_model", format_func=lambda n: f"{n} · {get_spec(n).description}")
     spec = get_spec(name)
+    defaults = form_defaults(name)
     with st.form("zoo_form", border=False):
         columns = st.columns(max(len(spec.options), 1) + 2)
         chosen: dict[str, Any] = {}
         for column, option in zip(columns, spec.options):
-            default = DEFAULT_ZOO_BATCH if option.role == "batch" else option.default
             chosen[option.name] = column.number_input(
                 option.name.replace("_", " "), min_value=option.minimum, max_value=option.maximum,
-                value=min(max(default, option.minimum), option.maximum), step=option.multiple_of,
+                value=min(max(defaults[option.name], option.minimum), option.maximum), step=option.multiple_of,
                 help=option.help, key=f"w_zoo_{name}_{option.name}")
         level = columns[-2].selectbox("Level", LEVELS, index=LEVELS.index(DEFAULT_LEVEL), key="w_zoo_level",
                                       help="op: one node per ATen op (what the solvers do best on); module: one "
@@ -73,4 +137,4 @@ def zoo_form() -> Model | None:
         st.caption(f"{spec.reference_params:,} parameters at the default options ({spec.reference}).")
         if not st.form_submit_button("Trace this model", type="primary"):
             return None
-    return traced_model(name, level, cost, tuple(sorted((k, int(v)) for k, v in chosen.items())))
+    return zoo_model(name, level, cost, {k: int(v) for k, v in chosen.items()})

@@ -3,77 +3,43 @@ peak) and the box for an exact budget."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import streamlit as st
 
-from remat_core import BudgetError, parse_budget
+from remat_core import BudgetError
 from remat_core.graph import format_bytes
-from remat_core.viz import ByteUnit, LOWER_BOUND, MARK_LINES, PEAK, unit_for
+from remat_core.viz import LOWER_BOUND, MARK_LINES, PEAK
 
 from .. import state
+from ..safety import callback
+from ..state import url
+from ..state.budgets import BudgetScale, budget_scale, checked_budget
 from .text import plain
 
-SLIDER_STEPS = 200
+__all__ = ["BudgetScale", "budget_marks", "budget_scale", "budget_slider", "other_budget_slider", "typed_budget"]
+
+TYPED_KEY = "w_budget_text"
+MAX_TYPED_CHARS = 64
+"""Longer text is no budget."""
 
 
-@dataclass(frozen=True)
-class BudgetScale:
-    """How the budget slider maps to bytes: one unit, a range around the two marks, a round step."""
-
-    unit: ByteUnit
-    low: float
-    high: float
-    step: float
-    lower_bound: int
-    peak: int
-
-    @property
-    def decimals(self) -> int:
-        return max(0, -math.floor(math.log10(self.step)))
-
-    @property
-    def format(self) -> str:
-        return f"%.{self.decimals}f {self.unit.name}"
-
-    def to_bytes(self, value: float) -> int:
-        return int(round(value * self.unit.size))
-
-    def to_units(self, nbytes: int) -> float:
-        """The slider position showing ``nbytes``: the first step at or above it, within the range."""
-        steps = round((nbytes / self.unit.size - self.low) / self.step)
-        if self.to_bytes(self.low + steps * self.step) < nbytes:  # compared in bytes: floats blur a few
-            steps += 1
-        return round(min(max(self.low + steps * self.step, self.low), self.high), self.decimals)
-
-
-def _nice_step(raw: float) -> float:
-    power = 10 ** math.floor(math.log10(raw))
-    for factor in (1, 2, 5, 10):
-        if raw <= factor * power:
-            return factor * power
-    return 10 * power
-
-
-def budget_scale(lower_bound: int, peak: int) -> BudgetScale:
-    """A slider from a little under the lower bound to a little over the checkpoint-all peak."""
-    span = max(peak - lower_bound, peak * 0.1, 1)
-    unit = unit_for(peak)
-    step = float(_nice_step(span / unit.size / SLIDER_STEPS))
-    low = max(0.0, math.floor((lower_bound - 0.04 * span) / unit.size / step) * step)
-    high = math.ceil((peak + 0.06 * span) / unit.size / step) * step
-    return BudgetScale(unit, float(round(low, 12)), float(round(high, 12)), step, lower_bound, peak)
-
-
+@callback
 def _budget_changed(key: str, scale: BudgetScale) -> None:
     state.set_budget(scale.to_bytes(st.session_state[key]))
 
 
-def budget_slider(scale: BudgetScale, key: str = "w_budget", label: str = "Memory budget") -> int:
-    """The session's budget as a slider (in the scale's unit) with its marks; returns it in bytes."""
+def budget_slider(scale: BudgetScale, key: str = "w_budget", label: str = "Memory budget",
+                  typed_key: str = TYPED_KEY) -> int:
+    """The session's budget as a slider (in the scale's unit) with its marks; returns it in bytes.
+
+    Under it, why the exact budget last typed (in :func:`typed_budget`'s box ``typed_key``) was not applied:
+    the box sits in a narrow column. Writes the budget into the page's URL too: the slider lives in a
+    fragment, which reruns without the frame.
+    """
     st.session_state[key] = scale.to_units(state.budget())
     _slider(scale, key, label, on_change=_budget_changed, args=(key, scale))
+    if error := st.session_state.get(_typed_error_key(typed_key)):
+        st.warning(f"Exact budget not applied: {plain(error)}", icon=":material/warning:")
+    url.publish()
     return state.budget()
 
 
@@ -107,29 +73,32 @@ def budget_marks(scale: BudgetScale) -> None:
                 unsafe_allow_html=True)
 
 
-def typed_budget(peak: int, key: str = "w_budget_text") -> None:
-    """A text box for an exact budget (``512MiB``, ``1.5GB``, ``70%``), applied once when it is entered;
-    a bad entry stays in the box with a message."""
-    st.text_input("Exact budget", key=key, placeholder="512MiB, 1.5GB, 70%", on_change=_budget_typed,
-                  args=(key, peak), help="Bytes, a number with a unit (KiB, MiB, GiB, KB, MB, GB) or a percent of "
-                                         "the checkpoint-all peak. Applied when you press Enter; the slider "
-                                         "moves there.")
+def typed_budget(scale: BudgetScale, key: str = TYPED_KEY) -> None:
+    """A text box for an exact budget (``512MiB``, ``1.5GB``, ``70%``) within the slider's range, applied once
+    when it is entered; a bad entry stays in the box, marked "not applied" (the reason in its tooltip and,
+    at full width, under the budget slider), and the budget stays as it was."""
+    st.text_input("Exact budget", key=key, placeholder="512MiB, 1.5GB, 70%", on_change=_budget_typed, args=(key,),
+                  max_chars=MAX_TYPED_CHARS,
+                  help=f"Bytes, a number with a unit (KiB, MiB, GiB, KB, MB, GB) or a percent of the checkpoint-all "
+                       f"peak, from {format_bytes(scale.smallest)} to {format_bytes(scale.largest)}. Applied when "
+                       f"you press Enter; the slider moves there.")
     if error := st.session_state.get(_typed_error_key(key)):
-        st.warning(plain(error))
+        st.caption(":orange[:material/warning: not applied]", help=plain(error))
 
 
 def _typed_error_key(key: str) -> str:
     return f"{key}_error"
 
 
-def _budget_typed(key: str, peak: int) -> None:
+@callback
+def _budget_typed(key: str) -> None:
     """Apply the typed budget and empty the box, so that later slider moves are not overridden by it."""
     text = st.session_state[key].strip()
     st.session_state[_typed_error_key(key)] = None
     if not text:
         return
     try:
-        state.set_budget(parse_budget(text, peak))
+        state.set_budget(checked_budget(text, state.graph()))
     except BudgetError as e:
         st.session_state[_typed_error_key(key)] = str(e)
         return

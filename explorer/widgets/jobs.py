@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from .. import safety
 from ..jobs.job import Job, JobState
 from .text import plain
 
@@ -41,13 +42,19 @@ def job_panel(job: Job, key: str, rerun: str | None = None) -> None:
 def _buttons(job: Job, key: str, rerun: str | None, retry: bool = True, cancel: bool = True) -> None:
     row = st.container(horizontal=True)
     if cancel:
-        row.button("Cancel", key=f"{key}_cancel_{job.id}", icon=":material/stop_circle:", on_click=job.lane.cancel,
+        row.button("Cancel", key=f"{key}_cancel_{job.id}", icon=":material/stop_circle:", on_click=_cancel,
                    args=(job,), help="Stop it now; what it finished is kept.")
     if retry:
         row.button("Retry", key=f"{key}_retry_{job.id}", icon=":material/refresh:", on_click=_retry,
                    args=(job, rerun), help="Start it again from the beginning.")
 
 
+@safety.callback
+def _cancel(job: Job) -> None:
+    job.lane.cancel(job)
+
+
+@safety.callback
 def _retry(job: Job, fragment: str | None) -> None:
     job.lane.retry(job)
     if fragment is not None:

@@ -11,7 +11,7 @@ from remat_core import get_solver
 from remat_core.analysis import CurvePoint, reported_gap
 from remat_core.graph import format_bytes
 
-from .. import state
+from .. import safety, state
 from ..jobs.results import FitsAt, fits_at, options_key
 from ..jobs.worker import Outcome
 from .table import Missing, table
@@ -77,10 +77,15 @@ def outcome_message(outcome: Outcome, solver: str, budget: int, button_key: str 
 def log_scale_toggle(key: str = "w_pareto_log") -> bool:
     """The Pareto chart's log-scale switch for the overhead axis (kept in the session across pages)."""
     st.session_state[key] = state.pareto_log()
-    st.toggle("Log-scale overhead", key=key, on_change=lambda: state.set_pareto_log(st.session_state[key]),
+    st.toggle("Log-scale overhead", key=key, on_change=_log_scale_changed, args=(key,),
               help="Near the lower bound overheads span orders of magnitude: a log axis tells the solvers apart "
                    "there. Budgets that need no recomputation (0 %) have no place on it.")
     return state.pareto_log()
+
+
+@safety.callback
+def _log_scale_changed(key: str) -> None:
+    state.set_pareto_log(st.session_state[key])
 
 
 LP_BOUND = "pareto_lp_bound"
@@ -91,6 +96,7 @@ def lp_bound_toggle(key: str = "w_pareto_lp_bound", rerun: str | None = None) ->
     """Whether to compute and draw Checkmate's LP bound, the "best possible" line (off until asked: an LP per
     budget takes seconds to minutes and often proves nothing within the time limit on graphs of hundreds of
     nodes). ``rerun``: the fragment to rerun when it changes (the one that starts the work)."""
+    @safety.callback
     def changed() -> None:
         st.session_state[LP_BOUND] = st.session_state[key]
         if rerun is not None:

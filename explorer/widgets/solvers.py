@@ -1,5 +1,10 @@
 """Choosing solvers: the session's solver, those compared with it, their options (widgets built from
-each solver's declared options) and the time limit."""
+each solver's declared options) and the time limit.
+
+Every number input declares its range (an option's declared one, else the largest integer a browser holds
+exactly), so that Streamlit refuses what is out of it or not a number beside the input and keeps the last
+good value; an option is checked against its declaration once more before it is used.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,16 @@ from typing import Any
 
 import streamlit as st
 
-from remat_core import get_solver, list_solvers
+from remat_core import SolverOptionError, get_solver, list_solvers
 
 from .. import state
+from ..safety import callback
 from .text import plain
+
+TIME_LIMIT_RANGE = (0.5, 600.0)
+"""Seconds a solve may take, from the time-limit input."""
+JS_SAFE_INTEGER = 2**53 - 1
+"""The largest integer a browser's number input holds exactly: the bound of options declared without one."""
 
 
 def solver_label(name: str) -> str:
@@ -18,11 +29,13 @@ def solver_label(name: str) -> str:
     return f"{name} · {'exact' if spec.exact else 'heuristic'}"
 
 
+@callback
 def _solver_changed(key: str) -> None:
     st.session_state[state.SOLVER] = st.session_state[key]
     st.session_state[state.COMPARE] = [s for s in state.compared() if s != st.session_state[key]]
 
 
+@callback
 def _compare_changed(key: str) -> None:
     st.session_state[state.COMPARE] = list(st.session_state[key])
 
@@ -47,8 +60,26 @@ def compare_picker(key: str = "w_compare") -> list[str]:
     return state.compared()
 
 
-def _option_changed(key: str, solver: str, option: str, default: Any) -> None:
-    state.set_option(solver, option, st.session_state[key], default)
+def _refused_key(key: str) -> str:
+    return f"{key}_refused"
+
+
+def _show_refusal(key: str) -> None:
+    """The message beside an input whose last value was refused (shown until a good value is entered)."""
+    if message := st.session_state.get(_refused_key(key)):
+        st.warning(plain(message), icon=":material/warning:")
+
+
+@callback
+def _option_changed(key: str, solver: str, option: str) -> None:
+    declared = next(o for o in get_solver(solver).options if o.name == option)
+    try:
+        value = declared.check(solver, st.session_state[key])
+    except SolverOptionError as e:
+        st.session_state[_refused_key(key)] = f"{e}; kept {state.options_of(solver).get(option, declared.default)!r}"
+        return
+    st.session_state[_refused_key(key)] = None
+    state.set_option(solver, option, value, declared.default)
 
 
 def option_widgets(solver: str) -> dict[str, Any]:
@@ -60,28 +91,34 @@ def option_widgets(solver: str) -> dict[str, Any]:
     for option in spec.options:
         key = f"w_option_{solver}_{option.name}"
         st.session_state[key] = chosen.get(option.name, option.default)
-        common = {"key": key, "help": option.help, "on_change": _option_changed,
-                  "args": (key, solver, option.name, option.default)}
+        common = {"key": key, "help": option.help, "on_change": _option_changed, "args": (key, solver, option.name)}
         if option.type is bool:
             st.toggle(option.name, **common)
         elif option.choices:
             st.selectbox(option.name, list(option.choices), **common)
         elif option.type in (int, float):
             cast = option.type
-            st.number_input(option.name, min_value=cast(option.low) if option.low is not None else None,
-                            max_value=cast(option.high) if option.high is not None else None,
+            bound = JS_SAFE_INTEGER if cast is int else float(JS_SAFE_INTEGER)
+            st.number_input(option.name, min_value=cast(option.low) if option.low is not None else -bound,
+                            max_value=cast(option.high) if option.high is not None else bound,
                             step=1 if cast is int else None, **common)
         elif option.type is str:
             st.text_input(option.name, **common)
         else:
             st.caption(f"{plain(option.name)}: a {option.type.__name__} option, left at its default "
                        f"({plain(repr(option.default))}).")
+        _show_refusal(key)
     return state.options_of(solver)
+
+
+@callback
+def _time_limit_changed(key: str) -> None:
+    st.session_state[state.TIME_LIMIT] = float(st.session_state[key])
 
 
 def time_limit_input(key: str = "w_time_limit") -> float:
     st.session_state[key] = state.time_limit()
-    st.number_input("Time limit per solve (s)", min_value=0.5, max_value=600.0, step=0.5, key=key,
-                    on_change=lambda: st.session_state.__setitem__(state.TIME_LIMIT, st.session_state[key]),
+    st.number_input("Time limit per solve (s)", min_value=TIME_LIMIT_RANGE[0], max_value=TIME_LIMIT_RANGE[1],
+                    step=0.5, key=key, on_change=_time_limit_changed, args=(key,),
                     help="For solvers that search (MILP, CP): they return the best schedule found in time.")
     return state.time_limit()

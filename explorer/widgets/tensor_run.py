@@ -14,6 +14,7 @@ from remat_core import Schedule
 from remat_core.graph import format_bytes
 from remat_core.run import TensorCheck, is_executable
 
+from .. import safety
 from ..jobs.results import start_tensor_check, tensor_check_job, tensor_check_status
 from ..state.session import Model
 from .jobs import job_panel
@@ -106,7 +107,7 @@ def _check_metrics(check: TensorCheck, budget: int | None) -> None:
                    f"simulated total by up to {format_bytes(check.memory_gap)}.")
 
 
-@st.fragment(run_every=POLL_SECONDS)
+@safety.fragment(run_every=POLL_SECONDS)
 def _poll(key: tuple) -> None:
     """While the run is going, show its progress (with Cancel) and rerun the page once it has ended."""
     if tensor_check_status(key)[1] is not None:

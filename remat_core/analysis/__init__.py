@@ -1,22 +1,35 @@
 """The analysis stage: questions asked of many simulated schedules.
 
-In: a graph and the solvers. Out: comparisons of solvers x budgets (with Checkmate's LP bound),
+In: a graph and the solvers. Out: a solve's outcome as one value (a schedule, or why none),
+comparisons of solvers x budgets (with Checkmate's LP bound),
 Pareto curves, why a tensor is recomputed and two schedules' difference, teaching walkthroughs,
-a graph's summary, and the views of a big graph to draw. Imports :mod:`remat_core.graph`,
+a graph's summary, the views of a big graph to draw (levels of detail over its modules), their
+layered layout, and a schedule's statuses laid over them. Imports :mod:`remat_core.graph`,
 :mod:`remat_core.schedule`, :mod:`remat_core.decompose` and :mod:`remat_core.solvers`.
 """
 
 from .comparison import LP_AVAILABLE, ComparisonRow, compare, lp_lower_bound, pareto_optimal, sweep_budgets
 from .explain import (CHANGE_ORDER, OnceThreshold, TensorChange, describe_computation, describe_reason, explain_tensor,
     recomputed_tensors, schedule_diff, smallest_budget_computed_once)
-from .pareto import CurvePoint, ParetoCurve, curve_table, feasible_point, infeasible_point, reported_gap
+from .layout import FORWARD_BAND, Layout, layered_layout
+from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, SolveFailed, SolveOutcome, attempt_solve
+from .overlay import SCHEDULE_STATUSES, STEP_STATUSES, NodeStatus, ViewStatus, schedule_status
+from .pareto import (CurvePoint, ParetoCurve, curve_point, curve_table, feasible_point, infeasible_point, reported_gap,
+    solve_point)
 from .summary import graph_summary, in_module, memory_by_module, module_groups
-from .views import MAX_DRAWN_NODES, GraphView, ViewNode, full_view, module_view, neighbourhood_view
+from .views import (DEFAULT_VIEW_NODES, MAX_DRAWN_NODES, GraphView, Hierarchy, ViewNode, collapse, default_expansion,
+    expand, expanded_to_depth, find, full_view, graph_view, hierarchy, reveal, selection_focus, topological_positions,
+    view_node)
 from .walkthrough import step_title, walkthrough_steps
 
-__all__ = ["CHANGE_ORDER", "compare", "ComparisonRow", "curve_table", "CurvePoint", "describe_computation",
-           "describe_reason", "explain_tensor", "feasible_point", "full_view", "graph_summary", "GraphView", "in_module",
-           "infeasible_point", "LP_AVAILABLE", "lp_lower_bound", "MAX_DRAWN_NODES", "memory_by_module", "module_groups",
-           "module_view", "neighbourhood_view", "OnceThreshold", "pareto_optimal", "ParetoCurve",
-           "recomputed_tensors", "reported_gap", "schedule_diff", "smallest_budget_computed_once",
-           "step_title", "sweep_budgets", "TensorChange", "ViewNode", "walkthrough_steps"]
+__all__ = ["attempt_solve", "CHANGE_ORDER", "collapse", "compare", "ComparisonRow", "curve_point", "curve_table",
+           "CurvePoint", "default_expansion", "DEFAULT_VIEW_NODES", "describe_computation", "describe_reason",
+           "expand", "expanded_to_depth", "explain_tensor", "FAILED", "FEASIBLE", "feasible_point", "find",
+           "FORWARD_BAND", "full_view", "graph_summary", "graph_view", "GraphView", "hierarchy", "Hierarchy",
+           "in_module", "INFEASIBLE", "infeasible_point", "layered_layout", "Layout", "LP_AVAILABLE",
+           "lp_lower_bound", "MAX_DRAWN_NODES", "memory_by_module", "module_groups", "NodeStatus", "OnceThreshold",
+           "pareto_optimal", "ParetoCurve", "recomputed_tensors", "REFUSED", "reported_gap", "reveal",
+           "schedule_diff", "schedule_status", "SCHEDULE_STATUSES", "selection_focus",
+           "smallest_budget_computed_once", "solve_point", "SolveFailed", "SolveOutcome", "STEP_STATUSES",
+           "step_title", "sweep_budgets", "TensorChange", "topological_positions", "view_node", "ViewNode",
+           "ViewStatus", "walkthrough_steps"]

@@ -13,14 +13,14 @@ sweep.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from ..errors import BudgetError, InfeasibleBudget, SolverOptionError
+from ..errors import BudgetError, SolverOptionError
 from ..graph import ComputeGraph
 from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
-from ..solvers import checkmate_lp, get_solver, solve, solver_names
+from ..solvers import checkmate_lp, get_solver, solver_names
+from .outcome import INFEASIBLE, REFUSED, Attempt, SolveOutcome, attempt_solve
 
 LP_AVAILABLE, LP_SKIPPED, LP_INFEASIBLE, LP_UNPROVEN, LP_REFUSED = (
     "ok", "skipped", "infeasible", "unproven", "refused")
@@ -72,6 +72,8 @@ class ComparisonRow:
         The solver did not try: the graph is larger than its formulation is built for.
     solver_info : dict
         What the solver reported beyond the measurements (a MIP gap, a slot count...).
+    from_store : bool
+        Read from a results store (``seconds`` is then the time of the solve that stored it).
     """
 
     solver: str
@@ -89,6 +91,25 @@ class ComparisonRow:
     detail: str = ""
     refused: bool = False
     solver_info: dict[str, Any] = field(default_factory=dict)
+    from_store: bool = False
+
+    @classmethod
+    def of(cls, outcome: SolveOutcome, peak: int, bound: LowerBound) -> "ComparisonRow":
+        """The row of one solve's outcome; ``peak`` is the graph's checkpoint-all peak.
+
+        Raises what :meth:`SolveOutcome.schedule_or_raise` raises for a failed outcome.
+        """
+        common = {"solver": outcome.solver, "budget": outcome.budget, "lower_bound": bound,
+                  "fraction": outcome.budget / peak if peak else math.inf, "seconds": outcome.seconds,
+                  "from_store": outcome.from_store}
+        if outcome.status in (INFEASIBLE, REFUSED):
+            return cls(**common, feasible=False, peak=None, cost=None, overhead=None, recomputes=None,
+                       recomputed_nodes=None, smallest_feasible=outcome.smallest_feasible, detail=outcome.detail,
+                       refused=outcome.status == REFUSED)
+        stats = outcome.schedule_or_raise().stats
+        return cls(**common, feasible=True, peak=stats["peak"], cost=stats["cost"], overhead=stats["overhead"],
+                   recomputes=stats["recomputes"], recomputed_nodes=stats["recomputed_nodes"],
+                   solver_info=dict(outcome.schedule.solver_info))
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--json`` and the app (infinite values become None)."""
@@ -103,7 +124,8 @@ def _plain(value: Any) -> bool:
 
 
 def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] | None = None,
-            time_limit: float | None = None, lower_bound: bool = True) -> list[ComparisonRow]:
+            time_limit: float | None = None, lower_bound: bool = True,
+            attempt: Attempt = attempt_solve) -> list[ComparisonRow]:
     """Solve ``graph`` with each solver at each budget.
 
     Parameters
@@ -116,8 +138,12 @@ def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] 
     time_limit : float, optional
         Seconds per solve (and per LP bound) for the solvers that search.
     lower_bound : bool
-        Compute Checkmate's LP bound at each budget (one LP per budget; status "skipped" when
-        false).
+        Compute Checkmate's LP bound at each budget (one LP per budget, in this process; status
+        "skipped" when false).
+    attempt : callable
+        ``attempt(graph, solver, budget, time_limit) -> SolveOutcome``: how each solve is had
+        (default: solved here; :mod:`remat_core.batch` passes outcomes it got from a results store
+        or from worker processes).
 
     Returns
     -------
@@ -140,30 +166,8 @@ def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] 
     rows = []
     for budget in budgets:
         bound = lp_lower_bound(graph, budget, time_limit) if lower_bound else LowerBound(LP_SKIPPED)
-        for name in names:
-            rows.append(_row(graph, name, budget, peak, bound, time_limit))
+        rows += [ComparisonRow.of(attempt(graph, name, budget, time_limit), peak, bound) for name in names]
     return rows
-
-
-def _row(graph: ComputeGraph, solver: str, budget: int, peak: int, bound: LowerBound,
-         time_limit: float | None) -> ComparisonRow:
-    started = time.perf_counter()
-    common = {"solver": solver, "budget": budget, "fraction": budget / peak if peak else math.inf,
-              "lower_bound": bound}
-    try:
-        schedule = solve(graph, budget, solver, time_limit=time_limit)
-    except InfeasibleBudget as e:
-        return ComparisonRow(**common, feasible=False, peak=None, cost=None, overhead=None, recomputes=None,
-                             recomputed_nodes=None, seconds=time.perf_counter() - started,
-                             smallest_feasible=e.smallest_feasible, detail=e.detail)
-    except SolverOptionError as e:  # a solver that refuses this graph (too large for its formulation)
-        return ComparisonRow(**common, feasible=False, peak=None, cost=None, overhead=None, recomputes=None,
-                             recomputed_nodes=None, seconds=time.perf_counter() - started, detail=str(e),
-                             refused=True)
-    stats = schedule.stats
-    return ComparisonRow(**common, feasible=True, peak=stats["peak"], cost=stats["cost"], overhead=stats["overhead"],
-                         recomputes=stats["recomputes"], recomputed_nodes=stats["recomputed_nodes"],
-                         seconds=stats["solve_seconds"], solver_info=dict(schedule.solver_info))
 
 
 def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = None) -> LowerBound:

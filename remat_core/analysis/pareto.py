@@ -20,6 +20,7 @@ from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule, checkpoint_all_cost
 from ..solvers import solve
+from .outcome import SolveOutcome
 
 LP_LOWER_BOUND = "lp_lower_bound"
 """The ``solver_info`` key under which a solver reports a lower bound on the cost at a budget."""
@@ -199,6 +200,13 @@ def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float
     except InfeasibleBudget as e:
         return infeasible_point(budget, time.perf_counter() - started, e.smallest_feasible)
     return feasible_point(schedule, budget, time.perf_counter() - started)
+
+
+def curve_point(outcome: SolveOutcome) -> CurvePoint:
+    """The :class:`CurvePoint` of a solve's outcome (a refused or failed solve is a point without a schedule)."""
+    if not outcome.feasible:
+        return infeasible_point(outcome.budget, outcome.seconds, outcome.smallest_feasible)
+    return feasible_point(outcome.schedule, outcome.budget, outcome.seconds)
 
 
 def feasible_point(schedule: Schedule, budget: int, seconds: float) -> CurvePoint:

@@ -5,11 +5,11 @@ graph, bad budget text, unknown solver, a model that cannot be traced, a model t
 machine's memory: a message on stderr, no traceback unless ``--debug``); 3 infeasible budget (the
 message gives the budget asked and the smallest known feasible one); 4 internal error (any other
 exception: a bug of this package, not of the input; one line asking for a report, the traceback with
-``--debug``).
+``--debug``); 130 interrupted (Ctrl-C).
 
 Each command is a pair: ``add_<name>_parser(subparsers)`` declares it and ``cmd_<name>(args)``
 runs it and returns the exit code. The commands live in one module per kind of work (``graphs``,
-``solving``, ``comparing``, ``models``), each with a ``COMMANDS`` table; this module lists those
+``solving``, ``comparing``, ``studies``, ``models``), each with a ``COMMANDS`` table; this module lists those
 modules once, in the order ``--help`` shows them, and maps exceptions to exit codes.
 """
 
@@ -17,14 +17,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
-from . import comparing, graphs, models, solving
+from . import comparing, graphs, models, solving, studies
 from ..errors import InfeasibleBudget, InvalidSchedule, RematError, first_line
+from ..solvers import highs_left_running
 from ._common import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR, EXIT_INVALID_SCHEDULE, EXIT_OK, Command
 
-COMMANDS: dict[str, Command] = {**solving.COMMANDS, **graphs.COMMANDS, **comparing.COMMANDS, **models.COMMANDS}
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT, as shells report it)."""
+
+COMMANDS: dict[str, Command] = {**solving.COMMANDS, **graphs.COMMANDS, **comparing.COMMANDS, **studies.COMMANDS,
+                                **models.COMMANDS}
 """Every command by name, in the order ``--help`` lists them."""
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL_ERROR", "EXIT_INVALID_SCHEDULE", "EXIT_OK",
@@ -47,15 +53,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.debug:
         logging.getLogger("remat_core").setLevel(logging.DEBUG)  # the tracer then keeps torch's own logs
     try:
-        return COMMANDS[args.command][1](args)
+        code = COMMANDS[args.command][1](args)
     except InvalidSchedule as e:
-        return _fail(args, e, EXIT_INVALID_SCHEDULE)
+        code = _fail(args, e, EXIT_INVALID_SCHEDULE)
     except InfeasibleBudget as e:
-        return _fail(args, e, EXIT_INFEASIBLE)
+        code = _fail(args, e, EXIT_INFEASIBLE)
     except (RematError, OSError, MemoryError) as e:
-        return _fail(args, e, EXIT_BAD_INPUT)
+        code = _fail(args, e, EXIT_BAD_INPUT)
     except Exception as e:  # not the input's fault: every bad input raises a RematError
-        return _fail(args, e, EXIT_INTERNAL_ERROR)
+        code = _fail(args, e, EXIT_INTERNAL_ERROR)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        code = EXIT_INTERRUPTED
+    if highs_left_running():  # stopped at a time limit, it ends at its next check: do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _fail(args: argparse.Namespace, error: Exception, code: int) -> int:

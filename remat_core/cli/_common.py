@@ -1,15 +1,19 @@
-"""What every command shares: exit codes, JSON output, budget and option arguments."""
+"""What every command shares: exit codes, JSON output, budget and option arguments, the results store and
+the backend arguments."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..batch import BACKENDS, Backend, open_backend
 from ..errors import SolverOptionError
 from ..graph import ComputeGraph, parse_budget
-from ..schedule import checkpoint_all_peak
+from ..schedule import Schedule, checkpoint_all_peak
+from ..store import STORE_ENV, STORED_AT, ResultStore, default_store_path, solve_through_store, store_path
 
 EXIT_OK, EXIT_INVALID_SCHEDULE, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR = 0, 1, 2, 3, 4
 
@@ -40,5 +44,61 @@ def option_args(pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+def aligned(headers: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
+    """A text table: the header line and one line per row, each column as wide as its widest cell."""
+    widths = [max(len(h), *(len(cells[j]) for cells in lines)) if lines else len(h) for j, h in enumerate(headers)]
+    return ["  ".join(c.ljust(w) for c, w in zip(cells, widths)) for cells in [list(headers), *lines]]
+
+
 def comma_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def add_store_args(p: argparse.ArgumentParser) -> None:
+    """``--store PATH`` / ``--no-store``: which results store a command reads before solving and writes after."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--store", metavar="PATH",
+                       help=f"results store file (default: ${STORE_ENV}, else {_home_relative(default_store_path())})")
+    group.add_argument("--no-store", action="store_true", help="neither read nor write a results store")
+
+
+def store_of(args: argparse.Namespace) -> ResultStore | None:
+    """The results store the arguments name (None for ``--no-store`` or ``REMAT_STORE=off``)."""
+    path = store_path(args.store, args.no_store)
+    return ResultStore(path) if path is not None else None
+
+
+def solved_through_store(args: argparse.Namespace, graph: ComputeGraph, budget: int, solver: str,
+                         time_limit: float | None, options: dict[str, Any]) -> Schedule:
+    """One solve through the store the arguments name; says on stderr when the answer came from the store."""
+    store = store_of(args)
+    outcome = solve_through_store(store, graph, solver, budget, time_limit, **options)
+    if outcome.from_store:
+        when = outcome.schedule.solver_info[STORED_AT] if outcome.schedule is not None else "earlier"
+        sys.stderr.write(f"from the results store {store.path} (solved {when}, in {outcome.seconds:.3g} s); "
+                         f"--no-store solves again\n")
+    return outcome.schedule_or_raise()
+
+
+def add_backend_args(p: argparse.ArgumentParser) -> None:
+    """``--backend``, ``--workers``, ``--ray-address``: where the solves of a grid run."""
+    p.add_argument("--backend", choices=BACKENDS, default="local",
+                   help="local: this machine (default); ray: a local Ray started for the run, or the cluster at "
+                        "--ray-address")
+    p.add_argument("--workers", type=int, default=1,
+                   help="solves at once (default 1: in this process; local: worker processes; ray: the local Ray's "
+                        "CPUs)")
+    p.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="join this Ray cluster (host:port from 'ray start --head', or ray://host:10001) instead of "
+                        "starting a local Ray")
+
+
+def backend_of(args: argparse.Namespace) -> Backend:
+    return open_backend(args.backend, args.workers, args.ray_address)
+
+
+def _home_relative(path: Path) -> str:
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)

@@ -6,11 +6,15 @@ import argparse
 import sys
 from typing import Sequence
 
-from ..analysis import ComparisonRow, compare, pareto_optimal, reported_gap, sweep_budgets
+from ..analysis import ComparisonRow, pareto_optimal, reported_gap, sweep_budgets
+from ..batch import compare_on
 from ..errors import BudgetError
 from ..graph import ComputeGraph, format_bytes, load_graph
 from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
-from ._common import EXIT_OK, Command, budget_arg, comma_list, print_json
+from ..solvers import solver_names
+from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, budget_arg,
+                      comma_list, print_json, store_of)
+from ._progress import ProgressBar
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +29,8 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-lp-bound", action="store_true", help="skip Checkmate's LP lower bound (a bound for schedules in the "
                                                                  "graph's fixed topological order only)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_store_args(p)
+    add_backend_args(p)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -34,7 +40,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise BudgetError(f"--budgets {args.budgets!r} names no budget; give e.g. 90%,70%,50%")
     budgets = [budget_arg(t, graph) for t in texts]
     solvers = comma_list(args.solvers) if args.solvers else None
-    rows = compare(graph, budgets, solvers, time_limit=args.time_limit, lower_bound=not args.no_lp_bound)
+    rows = _compare_on(args, graph, budgets, solvers, lower_bound=not args.no_lp_bound)
     if args.json:
         print_json({"graph": graph.name, "checkpoint_all_peak": checkpoint_all_peak(graph),
                      "checkpoint_all_cost": checkpoint_all_cost(graph), "rows": [r.to_json() for r in rows]})
@@ -54,12 +60,13 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                                                                "bound for schedules in the graph's fixed "
                                                                "topological order only)")
     p.add_argument("--json", action="store_true", help="print the points as JSON")
+    add_store_args(p)
+    add_backend_args(p)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
-    rows = compare(graph, sweep_budgets(graph, args.points), [args.solver], time_limit=args.time_limit,
-                   lower_bound=args.lp_bound)
+    rows = _compare_on(args, graph, sweep_budgets(graph, args.points), [args.solver], lower_bound=args.lp_bound)
     front = pareto_optimal(rows)
     if args.json:
         print_json({"graph": graph.name, "solver": args.solver, "checkpoint_all_peak": checkpoint_all_peak(graph),
@@ -68,6 +75,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(_comparison_table(rows, graph, pareto=front) + "\n")
     return EXIT_OK
+
+
+def _compare_on(args: argparse.Namespace, graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] | None,
+                lower_bound: bool) -> list[ComparisonRow]:
+    """The comparison through the store and on the backend the arguments name (a progress bar on a terminal)."""
+    count = len(budgets) * len(solvers if solvers is not None else solver_names())
+    progress = ProgressBar(count, args.command) if sys.stderr.isatty() else None
+    rows = compare_on(backend_of(args), store_of(args), graph, budgets, solvers, time_limit=args.time_limit,
+                      lower_bound=lower_bound, on_result=progress)
+    if progress is not None:
+        progress.finish()
+    return rows
 
 
 def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto: Sequence[bool] | None = None) -> str:
@@ -83,7 +102,7 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
             needs = ("refused" if r.refused else
                      f"no (fits at {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no")
             cells = [r.solver, budget, needs, "-", "-", "-"]
-        cells.append(f"{r.seconds:.3f}")
+        cells.append(f"{r.seconds:.3f}{' stored' if r.from_store else ''}")
         gap = reported_gap(r.solver_info) if r.feasible else None
         cells.append(f"{gap:.2%}" if gap is not None else "-")
         bound = r.lower_bound
@@ -91,9 +110,7 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
         if pareto is not None:
             cells.append("*" if pareto[i] else "")
         lines.append(cells)
-    widths = [max(len(h), *(len(c[j]) for c in lines)) if lines else len(h) for j, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    out += ["  ".join(c.ljust(w) for c, w in zip(cells, widths)) for cells in lines]
+    out = aligned(headers, lines)
     out.append(f"graph {graph.name}: checkpoint-all peak {format_bytes(checkpoint_all_peak(graph))}, lower bound "
                f"{format_bytes(memory_lower_bound(graph))}; overhead = cost over checkpoint-all; gap = the optimality "
                f"gap the solver proved (MIP or CP-SAT gap; 0.00%: optimal in its formulation); 'no (fits at X)': "
@@ -102,7 +119,8 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
                f"formulation is built for (--json gives why and the option that raises the limit); LP bound = "
                f"Checkmate's LP lower bound on the overhead of frontier-advancing schedules in the graph's fixed "
                f"topological order, not of all schedules (else why there is none: infeasible, unproven in the "
-               f"time limit, refused: too large, skipped)")
+               f"time limit, refused: too large, skipped); 'stored': read from the results store, with the seconds "
+               f"of the solve that stored it")
     return "\n".join(out)
 
 

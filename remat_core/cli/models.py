@@ -1,5 +1,6 @@
-"""The commands that take a model: ``trace`` (its training step into a graph file) and ``execute`` (a schedule
-run on its real tensors). PyTorch is imported only when one of them runs."""
+"""The commands that take a model: ``trace`` (its training step into a graph file) and ``execute`` (one real
+training step with a plan: replayed, as selective activation checkpointing, or compiled). PyTorch is imported
+only when one of them runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from collections import Counter
 
 from ..graph import COST_MODELS, format_bytes
-from ..run import GRADIENT_TOLERANCE, check_on_tensors
+from ..run import GRADIENT_TOLERANCE, VIAS, StepReport
 from ..schedule import checkpoint_all_peak
 from ..solvers import DEFAULT_SOLVER, solve
 from ._common import EXIT_INVALID_SCHEDULE, EXIT_OK, Command, budget_arg, option_args, print_json
@@ -75,39 +76,74 @@ def _print_zoo() -> None:
 
 
 def add_execute_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("execute", help="trace a model, solve it and run the schedule on real tensors, checking "
-                                       "the gradients and the memory against the simulator",
-                       description="Traces MODEL with real weights, solves at --budget, runs the schedule op by op "
-                                   "on CPU tensors and compares its gradients with the checkpoint-all schedule's. "
-                                   "Exit 1 if they differ.")
+    p = sub.add_parser("execute", help="trace a model, solve it and train it one real step with the plan: replayed "
+                                       "op by op, as selective activation checkpointing, or compiled",
+                       description="Traces MODEL with real weights, solves at --budget and trains the model one step "
+                                   "with the schedule, the way --via names: plan (the schedule replayed op by op), "
+                                   "sac (selective activation checkpointing: save what the plan keeps, recompute "
+                                   "what it frees) or compile (torch.compile with the plan as Inductor's "
+                                   "partitioner's knapsack). Reports the gradients against the same step in eager "
+                                   "PyTorch, and the measured, simulated and eager activation peaks (bytes above "
+                                   "the weights). Exit 1 if the gradients differ.")
     _add_model_source_args(p)
     p.add_argument("--budget", "-b", required=True, help="bytes, with a unit, or a percent of the checkpoint-all peak")
     p.add_argument("--solver", "-s", default=DEFAULT_SOLVER, help=f"solver name (default {DEFAULT_SOLVER})")
     p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
     p.add_argument("--solver-option", action="append", default=[], metavar="NAME=VALUE",
                    help="a solver option (repeatable)")
+    p.add_argument("--via", choices=VIAS, default=VIAS[0],
+                   help="plan: replay the schedule op by op (default); sac: selective activation checkpointing; "
+                        "compile: torch.compile with the plan in Inductor's partitioner (needs a C++ compiler)")
     p.add_argument("--tolerance", type=float, default=GRADIENT_TOLERANCE,
                    help=f"largest allowed gradient difference, relative to the largest gradient (default "
                         f"{GRADIENT_TOLERANCE:g})")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
 
 
 def cmd_execute(args: argparse.Namespace) -> int:
     from ..frontends import trace_source
+    from ..run import train_step
 
     graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
                          options=option_args(args.option))
     budget = budget_arg(args.budget, graph)
     schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **option_args(args.solver_option))
-    check = check_on_tensors(graph, schedule, tolerance=args.tolerance)
-    print_json({"graph": graph.name, "solver": args.solver, "budget": budget, **check.summary(),
-                 "recomputes": schedule.stats["recomputes"]})
-    if not check.gradients_match:
-        sys.stderr.write(f"error: gradients differ from checkpoint-all by {check.max_gradient_difference:.3g} "
-                         f"(largest gradient {check.max_gradient:.3g}, tolerance {args.tolerance:g} relative)\n")
+    report = train_step(graph, schedule, args.via, tolerance=args.tolerance)
+    if args.json:
+        print_json({"graph": graph.name, "solver": args.solver, "budget": budget,
+                    "recomputes": schedule.stats["recomputes"], **report.summary()})
+    else:
+        _print_step(graph.name, args.solver, budget, report)
+    for item in report.uncontrolled:
+        sys.stderr.write(f"warning: {item.tensor} ({format_bytes(item.bytes)}) is saved, not as planned: "
+                         f"{item.reason}\n")
+    if report.gradients_equal is False:
+        sys.stderr.write(f"error: gradients differ from the eager step's by {report.max_grad_diff:.3g} "
+                         f"(largest gradient {report.max_gradient:.3g}, tolerance {args.tolerance:g} relative)\n")
         return EXIT_INVALID_SCHEDULE
     return EXIT_OK
 
+
+def _print_step(graph: str, solver: str, budget: int, report: StepReport) -> None:
+    def ratio(part: float, whole: float) -> str:
+        return f"{part / whole:.2f}x" if whole else "n/a"
+
+    gradients = ("not compared" if report.gradients_equal is None else
+                 f"{'equal' if report.gradients_equal else 'DIFFERENT'} (largest difference "
+                 f"{report.max_grad_diff:.3g})")
+    lines = [f"{graph}: {solver} at {format_bytes(budget)}, one training step via {report.via} on {report.device}",
+             f"  gradients vs {report.reference}: {gradients}",
+             f"  activation peak: measured {format_bytes(report.measured_peak)}, simulated "
+             f"{format_bytes(report.simulated_peak)}, eager {format_bytes(report.eager_peak)} "
+             f"({ratio(report.measured_peak, report.eager_peak)} of eager; {report.peak_measure})",
+             f"  step time: {report.step_seconds:.3f} s, eager {report.eager_step_seconds:.3f} s "
+             f"({ratio(report.step_seconds, report.eager_step_seconds)})"]
+    if report.uncontrolled:
+        lines.append(f"  not as planned: {len(report.uncontrolled)} tensor(s) saved, "
+                     f"{format_bytes(report.uncontrolled_bytes)} more than planned")
+    lines += [f"  note: {note}" for note in report.notes]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 COMMANDS: dict[str, Command] = {

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from ..errors import InvalidSchedule
 from ..graph import load_graph
 from ..schedule import load_schedule, save_schedule, simulate
-from ..solvers import DEFAULT_SOLVER, list_solvers, solve
-from ._common import EXIT_OK, Command, budget_arg, option_args, print_json
+from ..solvers import DEFAULT_SOLVER, list_solvers
+from ._common import EXIT_OK, Command, add_store_args, budget_arg, option_args, print_json, solved_through_store
 
 
 def add_solve_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,15 +20,25 @@ def add_solve_parser(sub: argparse._SubParsersAction) -> None:
                    help="bytes (123456), with a unit (512MiB, 1.5GB) or a percent of the checkpoint-all peak (70%%)")
     p.add_argument("--solver", "-s", default=DEFAULT_SOLVER, help=f"solver name (default {DEFAULT_SOLVER}); "
                                                                   f"see the 'solvers' command")
-    p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
+    p.add_argument("--time-limit", type=float, default=None,
+                   help="seconds the whole solve may take (reading the graph and building models included); the best "
+                        "schedule found by then is returned")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a solver option (repeatable)")
     p.add_argument("-o", "--output", help="write the schedule here instead of printing it")
+    add_store_args(p)
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
     graph = load_graph(args.graph)
     budget = budget_arg(args.budget, graph)
-    schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **option_args(args.option))
+    limit = args.time_limit
+    if limit is not None:  # the limit bounds the whole command: reading the graph counts
+        limit = max(limit - (time.perf_counter() - started), min(limit, 0.01))
+    schedule = solved_through_store(args, graph, budget, args.solver, limit, option_args(args.option))
+    if schedule.solver_info.get("stopped_at_time_limit"):
+        sys.stderr.write(f"{args.solver}: stopped at the time limit of {args.time_limit:g} s; this is the best "
+                         f"schedule found by then\n")
     if args.output:
         save_schedule(schedule, args.output)
         stats = schedule.stats

@@ -8,15 +8,17 @@ graph. Imports only :mod:`remat_core.errors`.
 """
 
 from .backward import with_backward
-from .budget import format_bytes, parse_budget
-from .compute_graph import NODE_KINDS, ComputeGraph, Node
+from .budget import budget_text, format_bytes, parse_budget
+from .compute_graph import MAX_GRAPH_BYTES, MAX_NODE_BYTES, MAX_NODE_COST, NODE_KINDS, ComputeGraph, Node
 from .cost_models import COST_MODELS, DEFAULT_REPEATS, FLOPS_PER_BYTE
-from .generators import chain, k_tree, layered_training_chain, random_dag, training_chain
-from .io import load_graph, parse_graph, parse_json_text, register_graph_loader, registered_graph_suffixes, save_graph
+from .generators import LAYER_ORDERS, chain, k_tree, layered_training_chain, random_dag, random_layered, training_chain
+from .io import (GRAPH_FILE_FORMATS, load_graph, parse_graph, parse_json_text, register_graph_loader,
+                 registered_graph_suffixes, save_graph)
 from .labels import node_by_label, node_label, node_labels
 
-__all__ = ["chain", "ComputeGraph", "COST_MODELS", "DEFAULT_REPEATS", "FLOPS_PER_BYTE", "format_bytes",
-           "k_tree", "layered_training_chain", "load_graph", "Node", "node_by_label", "node_label", "node_labels",
-           "NODE_KINDS", "parse_budget",
-           "parse_graph", "parse_json_text", "random_dag", "register_graph_loader",
-           "registered_graph_suffixes", "save_graph", "training_chain", "with_backward"]
+__all__ = ["budget_text", "chain", "ComputeGraph", "COST_MODELS", "DEFAULT_REPEATS", "FLOPS_PER_BYTE",
+           "format_bytes", "GRAPH_FILE_FORMATS", "k_tree", "LAYER_ORDERS", "layered_training_chain", "load_graph",
+           "MAX_GRAPH_BYTES", "MAX_NODE_BYTES", "MAX_NODE_COST", "Node", "node_by_label", "node_label",
+           "node_labels", "NODE_KINDS", "parse_budget", "parse_graph", "parse_json_text", "random_dag",
+           "random_layered", "register_graph_loader", "registered_graph_suffixes", "save_graph", "training_chain",
+           "with_backward"]

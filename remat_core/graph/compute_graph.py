@@ -36,6 +36,17 @@ GRAPH_FORMAT_VERSION = 1
 
 _OPTIONAL_FIELDS = ("op", "shape", "dtype", "module", "label")
 
+MAX_NODE_BYTES = 2**50
+"""The most bytes one node may hold (1 PiB): no accelerator or host holds a tensor near this size, so a
+larger ``mem`` is a unit mistake or a damaged file."""
+MAX_GRAPH_BYTES = 2**53
+"""The most bytes all nodes may hold together (8 PiB): every sum of sizes then stays exact as a double
+(numpy's float64, the browser's numbers), so peaks and budgets never round or overflow."""
+MAX_NODE_COST = 1e18
+"""The largest ``cost`` of one node: 10**18 FLOPs is about a quarter hour of a whole 2024 GPU on one op;
+costs in seconds or bytes moved are far smaller. Larger values are a unit mistake, and LP/MILP solvers
+read coefficients near 1e20 as infinite."""
+
 
 @dataclass(frozen=True, slots=True)
 class Node:
@@ -117,18 +128,21 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 def _check_mem(node_id: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise GraphError(f"node '{node_id}': mem must be a non-negative integer number of bytes, got {value!r}")
-    if not math.isfinite(value) or value < 0 or value != int(value):
-        raise GraphError(f"node '{node_id}': mem must be a non-negative integer number of bytes, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0 \
+            or value != int(value):
+        raise GraphError(f"node '{node_id}': mem must be a non-negative integer number of bytes, got {_short(value)}")
+    if value > MAX_NODE_BYTES:
+        raise GraphError(f"node '{node_id}': mem {_short(value)} bytes is more than the {MAX_NODE_BYTES} (1 PiB) one "
+                         f"tensor may hold; no real tensor is that large: is the size in bytes?")
     return int(value)
 
 
 def _check_cost(node_id: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise GraphError(f"node '{node_id}': cost must be a non-negative finite number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise GraphError(f"node '{node_id}': cost must be a non-negative finite number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise GraphError(f"node '{node_id}': cost must be a non-negative finite number, got {_short(value)}")
+    if value > MAX_NODE_COST:
+        raise GraphError(f"node '{node_id}': cost {_short(value)} is more than the {MAX_NODE_COST:.0e} one op may "
+                         f"cost (FLOPs, seconds or bytes moved); no real op costs that much: check the unit")
     return float(value)
 
 
@@ -165,8 +179,10 @@ class ComputeGraph:
     Raises
     ------
     GraphError
-        For an empty graph, a duplicate id, a bad mem/cost/kind/shape, an edge to an unknown node,
-        a pinned node with predecessors, a cycle (one cycle is named), or an unknown/pinned output.
+        For an empty graph, a duplicate id, a bad mem/cost/kind/shape (a mem over
+        :data:`MAX_NODE_BYTES` or a cost over :data:`MAX_NODE_COST` included; the message names the
+        node and the field), more than :data:`MAX_GRAPH_BYTES` in all, an edge to an unknown node, a
+        pinned node with predecessors, a cycle (one cycle is named), or an unknown/pinned output.
 
     Notes
     -----
@@ -186,6 +202,7 @@ class ComputeGraph:
             if node.id in index:
                 raise GraphError(f"duplicate node id '{node.id}' (node ids must be unique)")
             index[node.id] = i
+        _check_total_bytes(self.name, node_list)
         self._nodes = tuple(node_list)
         self._index = index
 
@@ -428,6 +445,15 @@ class ComputeGraph:
             raise GraphError("remat-graph: \"outputs\" must be a list of node ids (strings)")
         return cls([_node_from_json(i, raw) for i, raw in enumerate(raw_nodes)], raw_edges, outputs,
                    name=str(doc.get("name", "graph")))
+
+
+def _check_total_bytes(name: str, nodes: list[Node]) -> None:
+    total = sum(n.mem for n in nodes)
+    if total > MAX_GRAPH_BYTES:
+        largest = sorted(nodes, key=lambda n: -n.mem)[:3]
+        raise GraphError(f"graph '{name}': its nodes hold {total} bytes together, more than the {MAX_GRAPH_BYTES} "
+                         f"(8 PiB) a graph may hold; the largest: "
+                         + ", ".join(f"node '{n.id}' mem {n.mem}" for n in largest) + ". Are the sizes in bytes?")
 
 
 def _edge_ends(edge: Any) -> tuple[str, str]:

@@ -2,9 +2,12 @@
 
 In: a traced graph (with its model attached) and a schedule. Out: an execution op by op with the
 real bytes after every op and the gradients (``execute``), and its check against checkpoint-all's
-gradients and the simulator's memory (``tensor_check``). Imports :mod:`remat_core.graph`,
-:mod:`remat_core.schedule` and :mod:`remat_core.frontends`. PyTorch loads on first use of a name
-that needs it (``_LAZY_IMPORTS``).
+gradients and the simulator's memory (``tensor_check``); one real training step with the plan,
+replayed (``plan``), installed as selective activation checkpointing (``sac``) or handed to
+``torch.compile``'s partitioner (``compile``), measured against eager PyTorch (``train_step``,
+``StepReport``); and ``rematerialize``, a module traced, solved and installed once. Imports
+:mod:`remat_core.graph`, :mod:`remat_core.schedule`, :mod:`remat_core.frontends` and
+:mod:`remat_core.solvers`. PyTorch loads on first use of a name that needs it (``_LAZY_IMPORTS``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .report import VIAS, StepReport, Uncontrolled
 from .tensor_check import GRADIENT_TOLERANCE, TensorCheck, check_on_tensors
 
 _LAZY_IMPORTS = {
@@ -20,12 +24,16 @@ _LAZY_IMPORTS = {
     "gradient_difference": ".executor",
     "is_executable": ".executor",
     "reference_gradients": ".executor",
+    "RematerializedModule": ".rematerialized",
+    "rematerialize": ".rematerialized",
+    "train_step": ".routes",
     "with_model_of": ".executor",
 }
 """Names whose modules import PyTorch: loaded on first use."""
 
 __all__ = ["check_on_tensors", "execute", "ExecutionResult", "gradient_difference", "GRADIENT_TOLERANCE",
-           "is_executable", "reference_gradients", "TensorCheck", "with_model_of"]
+           "is_executable", "reference_gradients", "RematerializedModule", "rematerialize", "StepReport",
+           "TensorCheck", "train_step", "Uncontrolled", "VIAS", "with_model_of"]
 
 
 def __getattr__(name: str) -> Any:

@@ -85,8 +85,8 @@ class ExecutionResult:
         return max(self.simulated_memory, default=0)
 
 
-def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0,
-            measure_memory: bool = True) -> ExecutionResult:
+def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0, measure_memory: bool = True,
+            gradients_into: Mapping[str, torch.Tensor] | None = None) -> ExecutionResult:
     """Run ``schedule`` on the real model behind ``graph``.
 
     Parameters
@@ -99,6 +99,11 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
         Base seed of the per-op RNG streams of random ops.
     measure_memory : bool
         Record the bytes held after each op.
+    gradients_into : mapping of str to torch.Tensor, optional
+        A tensor per parameter name, allocated by the caller: each gradient is copied there as
+        soon as it is computed (and then freed like any other tensor), so that holding the
+        gradients adds nothing to the memory of the run. ``ExecutionResult.gradients`` is this
+        mapping then.
 
     Raises
     ------
@@ -109,9 +114,9 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
     """
     ops = schedule.ops if isinstance(schedule, Schedule) else tuple(schedule)
     simulate(graph, ops)
-    op_graph, op_ops, ends = _to_op_level(graph, ops)
+    op_graph, op_ops, ends = to_op_level(graph, ops)
     simulated = simulate(op_graph, op_ops)
-    runner = _Runner(op_graph, seed)
+    runner = _Runner(op_graph, seed, gradients_into)
     started = time.perf_counter()
     memory = []
     held_before = runner.resident_bytes()
@@ -186,7 +191,7 @@ def gradient_difference(result: Mapping[str, torch.Tensor], reference: Mapping[s
                default=0.0)
 
 
-def _to_op_level(graph: ComputeGraph, ops: tuple[Op, ...]
+def to_op_level(graph: ComputeGraph, ops: tuple[Op, ...]
                  ) -> tuple[ComputeGraph, tuple[Op, ...], tuple[int, ...]]:
     """A module-level schedule as ops of the op-level graph it was coarsened from, with, for each op
     of the schedule, how many op-level ops have been emitted once it is done."""
@@ -235,7 +240,7 @@ def _group_ops(op_graph: ComputeGraph, order: list[int], leaving: set[str]) -> l
 class _Runner:
     """The live state of one execution: values of resident FX nodes, keyed by the graph node owning them."""
 
-    def __init__(self, graph: ComputeGraph, seed: int):
+    def __init__(self, graph: ComputeGraph, seed: int, gradients_into: Mapping[str, torch.Tensor] | None):
         if not is_executable(graph):
             raise ExecutionError(f"graph {graph.name!r} was not traced from a PyTorch model here, so there are no "
                                  f"real tensors to run it on; trace it with remat_core.frontends.trace (a graph read from a "
@@ -247,15 +252,19 @@ class _Runner:
         self.fx_nodes: dict[str, fx.Node] = {n.name: n for n in binding.graph_module.graph.nodes}
         self.position = {name: i for i, name in enumerate(self.fx_nodes)}
         self.producers = set(binding.producer.values())
-        self.placeholder_values = dict(zip(
-            (n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")),
-            real_placeholder_values(joint, "execute the schedule", "trace the model on the CPU with real weights")))
+        placeholders = binding.graph_module.graph.find_nodes(op="placeholder")
+        values = real_placeholder_values(joint, "execute the schedule", "trace the model with real weights")
+        # The gradient seed is made on the CPU; a model traced on a GPU needs it there.
+        self.placeholder_values = {node.name: value.to(node.meta["val"].device)
+                                   for node, value in zip(placeholders, values)}
         self.env: dict[str, Any] = {}
         self.held_by: dict[str, list[str]] = {}
         self.storage_refs: dict[int, list[int]] = {}  # data_ptr -> [live references, nbytes]
         self.held_bytes = 0
         self.last_tuple: tuple[str, Any] | None = None
-        self.first_values: dict[str, torch.Tensor] = {}
+        self.computed: set[str] = set()
+        self.loss: float | None = None
+        self.gradients_into = gradients_into
         self.grad_values: dict[str, torch.Tensor] = {}
         self.grads_of_owner = self._gradient_outputs()
         self.fetch_attr = fx.Interpreter(binding.graph_module).fetch_attr
@@ -286,10 +295,16 @@ class _Runner:
             value = self.placeholder_values[key] if node.op == "placeholder" else self._evaluate(node, node_id)
         self.held_by[node_id] = []
         self._hold(node_id, key, value)
-        if node_id not in self.first_values:
-            self.first_values[node_id] = value
+        if node_id not in self.computed:
+            self.computed.add(node_id)
+            if node_id == self.binding.loss:
+                self.loss = float(value)
             for name, fx_node in self.grads_of_owner.get(node_id, ()):
-                self.grad_values[name] = value if fx_node is None else self._value(fx_node, node_id)
+                gradient = value if fx_node is None else self._value(fx_node, node_id)
+                if self.gradients_into is None:
+                    self.grad_values[name] = gradient
+                elif name in self.gradients_into:  # a tied parameter's second name has no tensor of its own
+                    self.gradients_into[name].copy_(gradient)
 
     def _gradient_outputs(self) -> dict[str, list[tuple[str, fx.Node | None]]]:
         """Graph node -> (parameter name, FX value of its gradient) for the gradients it holds.
@@ -378,8 +393,8 @@ class _Runner:
         return self.held_bytes
 
     def gradients(self) -> dict[str, torch.Tensor]:
-        return dict(self.grad_values)
+        return dict(self.grad_values if self.gradients_into is None else self.gradients_into)
 
     def loss_value(self) -> float:
-        return float(self.first_values[self.binding.loss])
+        return self.loss
 

@@ -52,14 +52,15 @@ import math
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
-import scipy.sparse
 
 from ..errors import SolverOptionError
 from ._stages import StageCompute, StageGrid, stage_matrices
+from ._time import Deadline
 
 _UNIT_RANGE = 2 ** 20
 
@@ -156,11 +157,22 @@ class CheckmateModel:
         Budget in bytes minus the pinned bytes.
     integral : bool
         True for the MILP (``R`` binary), False for the LP relaxation.
+    deadline : Deadline, optional
+        Building stops with :class:`~remat_core.solvers._time.TimeUp` once it passes (building
+        takes seconds at a few hundred stages).
+    memory_stages : iterable of int, optional
+        The stages whose memory is modelled (``FREE``, ``U`` and the budget rows); default all.
+        Leaving stages out relaxes the problem: its optimum is a lower bound, and it is the
+        optimum when its schedule fits the budget in every stage (:func:`fixed_order_milp` adds
+        the stages a solution overflows until one fits).
     """
 
-    def __init__(self, grid: StageGrid, free_budget: int, integral: bool):
+    def __init__(self, grid: StageGrid, free_budget: int, integral: bool, deadline: Deadline | None = None,
+                 memory_stages: Iterable[int] | None = None):
         self.grid = grid
         self.integral = integral
+        self._deadline = deadline or Deadline(None)
+        self.memory_stages = frozenset(range(grid.n) if memory_stages is None else memory_stages)
         self.units = memory_units(grid.mem)
         self.budget_units = self.units.budget(free_budget)
         self._mem = grid.mem / self.units.unit
@@ -184,7 +196,7 @@ class CheckmateModel:
         self.s_col[s_t, s_i] = offset + np.arange(s_t.size)
         offset += s_t.size
         free_t, free_i, free_k = [], [], []
-        for t in range(n):
+        for t in sorted(self.memory_stages):
             for k in range(t + 1):
                 if self.r_col[t, k] < 0:
                     continue
@@ -198,8 +210,9 @@ class CheckmateModel:
         self.free_col0 = offset
         offset += self.free_t.size
         self.u_col = np.full((n, n), -1, dtype=np.int64)
-        self.u_col[t_idx, i_idx] = offset + np.arange(t_idx.size)
-        offset += t_idx.size
+        modelled = np.isin(t_idx, np.fromiter(self.memory_stages, dtype=np.int64))
+        self.u_col[t_idx[modelled], i_idx[modelled]] = offset + np.arange(int(modelled.sum()))
+        offset += int(modelled.sum())
         self.num_cols = offset
         self._r_cols = (r_t, r_i)
         self._s_cols = (s_t, s_i)
@@ -227,6 +240,7 @@ class CheckmateModel:
 
         # inputs of every compute are resident (kept from before, or recomputed earlier this stage)
         for t in range(n):
+            self._deadline.check()
             for k in range(t + 1):
                 rk = r_col[t, k]
                 if rk < 0:
@@ -242,6 +256,8 @@ class CheckmateModel:
             add_row(entries, -inf, 0.0)
         # FREE[t, i, k] only when k is computed, i is not kept, and no later reader of i runs in stage t
         for f, (t, i, k) in enumerate(zip(self.free_t.tolist(), self.free_i.tolist(), self.free_k.tolist())):
+            if f % 20000 == 0:
+                self._deadline.check()
             fc = self.free_col0 + f
             add_row(((fc, 1.0), (r_col[t, k], -1.0)), -inf, 0.0)
             if t + 1 < n and s_col[t + 1, i] >= 0:
@@ -253,7 +269,8 @@ class CheckmateModel:
         frees_after: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for f, (t, i, k) in enumerate(zip(self.free_t.tolist(), self.free_i.tolist(), self.free_k.tolist())):
             frees_after.setdefault((t, k), []).append((self.free_col0 + f, i))
-        for t in range(n):
+        for t in sorted(self.memory_stages):
+            self._deadline.check()
             entries = [(u_col[t, 0], 1.0)]
             if r_col[t, 0] >= 0:
                 entries.append((r_col[t, 0], -float(mem[0])))
@@ -266,6 +283,7 @@ class CheckmateModel:
                 entries += [(fc, float(mem[i])) for fc, i in frees_after.get((t, k - 1), ()) if mem[i] > 0]
                 add_row(entries, 0.0, 0.0)
 
+        import scipy.sparse  # loaded with the first model: importing remat_core stays quick
         matrix = scipy.sparse.csr_matrix((np.array(vals), (np.array(rows), np.array(cols))),
                                          shape=(len(lower), self.num_cols))
         self._matrix = matrix
@@ -333,7 +351,7 @@ class CheckmateModel:
         x[self.free_col0: self.free_col0 + free.size] = free
         freed = np.zeros((n, n))
         np.add.at(freed, (self.free_t, self.free_k), free * self._mem[self.free_i])
-        for t in range(n):
+        for t in sorted(self.memory_stages):
             memory = float(self._mem[:t] @ s[t, :t])
             for k in range(t + 1):
                 memory += self._mem[k] * r[t, k]
@@ -343,7 +361,12 @@ class CheckmateModel:
 
     def solve(self, time_limit: float | None, mip_gap: float = 0.0,
               start: np.ndarray | None = None) -> ModelSolution:
-        """Run HiGHS (MILP or LP) and read back the best solution and bound.
+        """Run HiGHS (MILP or LP) and read back the best solution and bound, within ``time_limit`` seconds.
+
+        HiGHS checks its own time limit only now and then (in presolve and the root LP of a few
+        hundred stages it was seen to run 50-100 % over), so it runs in a thread: at the limit it
+        is asked to stop, and if it has not stopped a moment later it is left behind and the best
+        solution its callback reported is used (:func:`run_highs`).
 
         HiGHS 1.16's MIP presolve was seen to misreport a MIP start: it claimed a lower objective
         (and a matching dual bound, so "optimal") than the columns it returned are worth. When the
@@ -351,24 +374,32 @@ class CheckmateModel:
         in the time that is left, and that answer is used.
         """
         highspy = _highspy()
-        h, incumbents = self._run(time_limit, mip_gap, start, presolve=True)
-        if self.integral and start is not None and self._objective_disagrees(h):
-            left = None if time_limit is None else time_limit - h.getRunTime()
-            if left is None or left > 0.05:
-                h, incumbents = self._run(left, mip_gap, start, presolve=False)
+        deadline = Deadline(time_limit)
+        run = self._run(deadline, mip_gap, start, presolve=True)
+        if self.integral and start is not None and run.finished and self._objective_disagrees(run.highs):
+            if deadline.left() > 0.05:
+                run = self._run(deadline, mip_gap, start, presolve=False)
+        incumbents = tuple((seconds, value) for seconds, value, _ in run.improving)
+        if not run.finished:  # left behind at the deadline: only what its callback reported
+            if not run.improving:
+                return ModelSolution("time_limit", None, None, None, None, None, run.seconds, incumbents)
+            values = run.improving[-1][2]
+            objective = self._worth(values)
+            r, s = self._matrices(values)
+            return ModelSolution("time_limit", objective, run.bound, relative_gap(objective, run.bound), r, s,
+                                 run.seconds, incumbents)
+        h = run.highs
         status = h.modelStatusToString(h.getModelStatus()).lower().replace(" ", "_")
+        if status in ("interrupted_by_user", "time_limit_reached"):  # stopped at our deadline, or at its own
+            status = "time_limit"
         info = h.getInfo()
-        seconds = h.getRunTime()
         has_solution = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and not self.integral:
             has_solution = True
         if not has_solution:
-            return ModelSolution(status, None, None, None, None, None, seconds, tuple(incumbents))
+            return ModelSolution(status, None, None, None, None, None, run.seconds, incumbents)
         values = np.asarray(h.getSolution().col_value)
-        r = np.zeros((self.grid.n, self.grid.n))
-        s = np.zeros((self.grid.n, self.grid.n))
-        r[self.r_col >= 0] = values[self.r_col[self.r_col >= 0]]
-        s[self.s_col >= 0] = values[self.s_col[self.s_col >= 0]]
+        r, s = self._matrices(values)
         objective = self._worth(values)
         if self.integral:
             bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else None
@@ -376,16 +407,21 @@ class CheckmateModel:
         else:
             optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
             bound, gap = (objective if optimal else None), None
-        return ModelSolution(status, objective, bound, gap, r, s, seconds, tuple(incumbents))
+        return ModelSolution(status, objective, bound, gap, r, s, run.seconds, incumbents)
 
+    def _matrices(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``R`` and ``S`` (``n x n``) of a column vector."""
+        r = np.zeros((self.grid.n, self.grid.n))
+        s = np.zeros((self.grid.n, self.grid.n))
+        r[self.r_col >= 0] = values[self.r_col[self.r_col >= 0]]
+        s[self.s_col >= 0] = values[self.s_col[self.s_col >= 0]]
+        return r, s
 
-    def _run(self, time_limit: float | None, mip_gap: float, start: np.ndarray | None, presolve: bool):
-        """One HiGHS run; returns the solved instance and the improving objectives it reported."""
+    def _run(self, deadline: Deadline, mip_gap: float, start: np.ndarray | None, presolve: bool) -> "HighsRun":
+        """One HiGHS run of this model until ``deadline`` (see :func:`run_highs`)."""
         highspy = _highspy()
         h = _new_highs()
         h.passModel(self._highs_lp())
-        if time_limit is not None:
-            h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
         if not presolve:
             h.setOptionValue("presolve", "off")
         if self.integral:
@@ -395,12 +431,7 @@ class CheckmateModel:
             solution.col_value = start.tolist()
             solution.value_valid = True
             h.setSolution(solution)
-        incumbents: list[tuple[float, float]] = []
-        if self.integral:
-            h.cbMipImprovingSolution.subscribe(lambda e: incumbents.append(
-                (float(e.data_out.running_time), float(e.data_out.objective_function_value))))
-        h.run()
-        return h, incumbents
+        return run_highs(h, deadline, record_solutions=self.integral)
 
     def _worth(self, values: np.ndarray) -> float:
         """The objective of a column vector: the cost of every computation it makes."""
@@ -424,6 +455,89 @@ def relative_gap(objective: float, bound: float | None) -> float | None:
     if difference <= 1e-9 * max(1.0, abs(objective)):
         return 0.0
     return difference / abs(objective) if objective != 0 else math.inf
+
+
+# -- HiGHS within a deadline -----------------------------------------------------------------------
+
+_STOP_GRACE_SECONDS = 1.0
+"""How long HiGHS gets to stop once asked before it is left behind."""
+
+_LEFT_BEHIND: list[threading.Thread] = []
+
+
+def highs_left_running() -> bool:
+    """Whether a HiGHS run left behind at a deadline is still running (asked to stop, it ends at its next check).
+
+    A process that exits then must not run C++ destructors under it (they abort): the command line
+    ends with ``os._exit`` in that case, after flushing its output.
+    """
+    _LEFT_BEHIND[:] = [t for t in _LEFT_BEHIND if t.is_alive()]
+    return bool(_LEFT_BEHIND)
+
+
+@dataclass
+class HighsRun:
+    """One HiGHS run: the instance when it finished, else what its callbacks reported.
+
+    Attributes
+    ----------
+    highs : highspy.Highs
+        Safe to read only when ``finished``.
+    finished : bool
+        False: HiGHS was still running at the deadline and was left behind (its thread is a
+        daemon, and it was asked to stop).
+    improving : list of (float, float, numpy.ndarray)
+        ``(seconds into the run, objective, column values)`` of each improving MIP solution.
+    bound : float or None
+        The last MIP dual bound a callback reported.
+    seconds : float
+    """
+
+    highs: object
+    finished: bool
+    improving: list
+    bound: float | None
+    seconds: float
+
+
+def run_highs(h, deadline: Deadline, record_solutions: bool) -> HighsRun:
+    """Run ``h`` until ``deadline``, in a thread: asked to stop at the deadline, left behind if it does not.
+
+    HiGHS's own ``time_limit`` is set too, but it is checked only now and then; its interrupt
+    callbacks (``HandleUserInterrupt``) stop it at the next check, which in presolve or a large
+    root LP can be seconds away. The process is never held up by more than
+    :data:`_STOP_GRACE_SECONDS` past the deadline. Runs never overlap: a run left behind earlier is
+    waited for first, within this deadline (HiGHS shares one task scheduler per process, and
+    highspy's own ``startSolve`` shares one lock between all instances, so it is not used).
+    """
+    improving: list = []
+    bound: list[float | None] = [None]
+    started = time.perf_counter()
+    for earlier in list(_LEFT_BEHIND):
+        earlier.join(None if not deadline.limited else deadline.left())
+    if highs_left_running():
+        return HighsRun(h, False, improving, None, time.perf_counter() - started)
+    if deadline.limited:
+        h.setOptionValue("time_limit", float(max(deadline.left(), 0.01)))
+    if record_solutions:
+        def improved(event) -> None:
+            out = event.data_out
+            improving.append((float(out.running_time), float(out.objective_function_value),
+                              np.array(out.mip_solution, dtype=float)))
+            if math.isfinite(out.mip_dual_bound):
+                bound[0] = float(out.mip_dual_bound)
+        h.cbMipImprovingSolution.subscribe(improved)
+    h.HandleUserInterrupt = True
+    thread = threading.Thread(target=h.run, name="highs", daemon=True)
+    thread.start()
+    thread.join(None if not deadline.limited else deadline.left() + 0.05)
+    if thread.is_alive():
+        h.cancelSolve()
+        thread.join(_STOP_GRACE_SECONDS)
+    finished = not thread.is_alive()
+    if not finished:
+        _LEFT_BEHIND.append(thread)
+    return HighsRun(h, finished, improving, bound[0], time.perf_counter() - started)
 
 
 # -- HiGHS without its banner ----------------------------------------------------------------------

@@ -19,14 +19,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..errors import DecompositionError, InfeasibleBudget, SolverLimitExceeded
 from ..graph import ComputeGraph
 from ..schedule import Schedule, simulate
+from ._time import Deadline
 from .base import Option
 
 SEPARATOR_SOLVERS = ("treewidth", "pathwidth", "pathwidth-linear")
 """The solvers over a decomposition; in the portfolio they run without their own fallback."""
 
-EVICTION_AND_CHAIN_SOLVERS = ("dtr", "dtr-eq", "greedy-size", "largest-first", "lru", "chen-greedy", "chen-sqrt",
-                              "rotor", "griewank")
-"""The eviction solvers (DTR's engine, XLA's greedy) and the chain solvers."""
+EVICTION_AND_CHAIN_SOLVERS = ("lifetime-split", "dtr", "dtr-eq", "greedy-size", "largest-first", "lru", "chen-greedy",
+                              "chen-sqrt", "rotor", "griewank")
+"""The eviction solvers (lifetime splitting, DTR's engine, XLA's greedy) and the chain solvers."""
 
 QUICK_HEURISTICS = EVICTION_AND_CHAIN_SOLVERS + SEPARATOR_SOLVERS
 """Every heuristic solver that answers one budget in about a second or less on graphs of a thousand
@@ -65,10 +66,13 @@ class Attempt:
         return self.schedule.stats["cost"] if self.schedule is not None else math.inf
 
 
-def run_quick_heuristics(graph: ComputeGraph, budget: int, exclude: Iterable[str] = ()) -> list[Attempt]:
+def run_quick_heuristics(graph: ComputeGraph, budget: int, exclude: Iterable[str] = (),
+                         deadline: Deadline | None = None) -> list[Attempt]:
     """Every solver of :data:`QUICK_HEURISTICS` but ``exclude`` at ``budget``, with its default options.
 
-    The separator solvers run with ``fallback=False``: their fallback is this portfolio.
+    The separator solvers run with ``fallback=False``: their fallback is this portfolio. Once
+    ``deadline`` has passed the rest are skipped (each answers one budget in about a second at a
+    thousand nodes, and gets the time left as its limit).
     """
     from .api import solve  # the registry's front door: imported here, the solvers import this module
 
@@ -77,9 +81,13 @@ def run_quick_heuristics(graph: ComputeGraph, budget: int, exclude: Iterable[str
     for name in QUICK_HEURISTICS:
         if name in skipped:
             continue
+        if deadline is not None and deadline.expired():
+            attempts.append(Attempt(name, detail="skipped: the time limit had passed"))
+            continue
         options = {"fallback": False} if name in SEPARATOR_SOLVERS else {}
+        limit = deadline.left() if deadline is not None and deadline.limited else None
         try:
-            attempts.append(Attempt(name, schedule=solve(graph, budget, name, **options)))
+            attempts.append(Attempt(name, schedule=solve(graph, budget, name, time_limit=limit or None, **options)))
         except InfeasibleBudget as e:
             attempts.append(Attempt(name, smallest_feasible=e.smallest_feasible, detail=e.detail))
         except (DecompositionError, SolverLimitExceeded) as e:  # a limit of this solver: no answer from it
@@ -103,7 +111,7 @@ def smallest_known_feasible(attempts: Iterable[Attempt], *known: int | None) -> 
 
 
 def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Callable[[], Schedule], *,
-                       enabled: bool, info: Mapping[str, Any]) -> Schedule:
+                       enabled: bool, info: Mapping[str, Any], deadline: Deadline | None = None) -> Schedule:
     """``own()``; when it refuses the budget and ``enabled``, the cheapest quick heuristic's schedule that fits.
 
     The other separator solvers (each over its own decomposition) and the eviction and chain
@@ -122,7 +130,7 @@ def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Calla
     except InfeasibleBudget as refusal:
         if not enabled:
             raise
-        attempts = run_quick_heuristics(graph, budget, exclude=(solver,))
+        attempts = run_quick_heuristics(graph, budget, exclude=(solver,), deadline=deadline)
         best = cheapest(attempts)
         if best is None:
             raise InfeasibleBudget(budget, smallest_known_feasible(attempts, refusal.smallest_feasible), solver,
@@ -165,8 +173,9 @@ def prefer_cheaper_heuristic(graph: ComputeGraph, budget: int, solver: str, sear
         fixed = {**own.solver_info, "cost": own_cost}
         why = (f"{best.solver}'s schedule (any order) costs {best.cost:g}, less than the best schedule in the fixed "
                f"topological order ({own_cost:g})")
-    return _relabelled(best, {**info, "source": best.solver, "exact": False, "why": why, "fixed_order": fixed},
-                       "source_info")
+    stopped = {"stopped_at_time_limit": True} if fixed.get("stopped_at_time_limit") else {}
+    return _relabelled(best, {**info, "source": best.solver, "exact": False, "why": why, "fixed_order": fixed,
+                              **stopped}, "source_info")
 
 
 def _relabelled(attempt: Attempt, solver_info: dict[str, Any], key: str) -> Schedule:

@@ -36,6 +36,7 @@ from ..errors import InfeasibleBudget, SolverLimitExceeded
 from ..graph import ComputeGraph
 from ..schedule import (COMPUTE, FREE, PassReason, Schedule, checkpoint_all_cost, checkpoint_all_ops,
                         checkpoint_all_peak, evict_to_budget_indexed, reason, tighten_indexed)
+from ._time import Deadline
 
 IndexedOp = tuple[str, int]
 
@@ -181,15 +182,18 @@ class SeparatorRemat:
         Stop with :class:`SolverLimitExceeded` past this many compute ops.
     solver : str
         Named in that error.
+    deadline : Deadline, optional
+        Stop with :class:`SolverLimitExceeded` once it passes (checked every 1,024 compute ops).
     """
 
     def __init__(self, graph: ComputeGraph, hierarchy: Hierarchy, budget: int | None,
-                 max_computes: int = DEFAULT_MAX_COMPUTES, solver: str = ""):
+                 max_computes: int = DEFAULT_MAX_COMPUTES, solver: str = "", deadline: Deadline | None = None):
         self.graph = graph
         self.h = hierarchy
         self.budget = budget
         self.max_computes = max_computes
         self.solver = solver
+        self.deadline = deadline
         n = len(graph)
         self.resident = bytearray(1 if p else 0 for p in graph.pinned)
         self.computed = bytearray(n)
@@ -362,6 +366,9 @@ class SeparatorRemat:
 
     def _compute(self, v: int, why: tuple) -> None:
         self.computes += 1
+        if self.deadline is not None and self.computes % 1024 == 0 and self.deadline.expired():
+            raise SolverLimitExceeded(f"solver '{self.solver}': the separator recursion stopped at the time limit "
+                                      f"after {self.computes:,} compute ops")
         if self.computes > self.max_computes:
             raise SolverLimitExceeded(f"solver '{self.solver}': the separator recursion passed {self.max_computes:,} "
                                       f"compute ops on graph '{self.graph.name}' ({len(self.graph)} nodes, separator "
@@ -504,7 +511,8 @@ class HierarchyPlan:
 
 
 def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, *, solver: str,
-                        budget_aware: bool, max_computes: int, other_sources: bool = True) -> HierarchyPlan:
+                        budget_aware: bool, max_computes: int, other_sources: bool = True,
+                        deadline: Deadline | None = None) -> HierarchyPlan:
     """Run the recursion (and, budget-aware, the post-passes) and return the cheapest plan that fits.
 
     Pure (``budget_aware=False``): the recursion exactly as the paper states it; InfeasibleBudget
@@ -520,7 +528,9 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
     depend on the budget, which keeps the answer close to monotone in the budget. A recursion past
     ``max_computes`` is replaced by checkpoint-all (the strategy says so). ``other_sources=False``
     schedules the budget-aware recursion alone (for a caller that compares several hierarchies and
-    adds the other sources once).
+    adds the other sources once). Once ``deadline`` has passed no further candidate is built: the
+    cheapest so far is returned (each replay takes up to seconds on a wide graph of a thousand
+    nodes, where eviction thrashes).
 
     Raises
     ------
@@ -528,7 +538,7 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
         With the smallest peak of a valid schedule the attempts built.
     """
     if not budget_aware:
-        ops, why = SeparatorRemat(graph, hierarchy, None, max_computes, solver).run()
+        ops, why = SeparatorRemat(graph, hierarchy, None, max_computes, solver, deadline).run()
         peak, cost = measure(graph, ops)
         if peak > budget:
             raise InfeasibleBudget(budget, peak, solver, f"the pure recursion (budget_aware=False) peaks at {peak:,} "
@@ -537,7 +547,7 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
     baseline = checkpoint_all_cost(graph)
     sources = []  # (name, ops, reasons, passes): the passes worth running on each source
     try:
-        sources.append(("recursion",) + SeparatorRemat(graph, hierarchy, budget, max_computes, solver).run()
+        sources.append(("recursion",) + SeparatorRemat(graph, hierarchy, budget, max_computes, solver, deadline).run()
                        + (("tighten", "reuse", "evict"),))
     except SolverLimitExceeded as limit:
         sources.append((f"checkpoint-all ({limit})",) + _indexed_checkpoint_all(graph) + (("tighten", "evict"),))
@@ -559,6 +569,9 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
         for kind in passes:
             if kind == "tighten":
                 continue
+            if deadline is not None and deadline.expired():
+                failures.append("stopped at the time limit")
+                break
             reuse = kind == "reuse"
             strategy = f"{name}, reusing what the budget can hold" if reuse else f"{name} + eviction post-pass"
             try:
@@ -567,9 +580,10 @@ def plan_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, 
                 failures.append(f"{strategy}: {e.detail}")
                 continue
             candidates.append(HierarchyPlan(ops, why, strategy, *measure(graph, ops)))
-        if name == "recursion" and other_sources:
+        if name == "recursion" and other_sources and not (deadline is not None and deadline.expired()):
             try:
-                sources.append(("pure recursion",) + SeparatorRemat(graph, hierarchy, None, pure_cap, solver).run()
+                sources.append(("pure recursion",) + SeparatorRemat(graph, hierarchy, None, pure_cap, solver,
+                                                                    deadline).run()
                                + (("tighten", "reuse"),))
             except SolverLimitExceeded as limit:
                 failures.append(f"pure recursion: skipped ({limit})")
@@ -590,10 +604,11 @@ def schedule_from_plan(graph: ComputeGraph, hierarchy: Hierarchy, plan: Hierarch
 
 
 def solve_over_hierarchy(graph: ComputeGraph, budget: int, hierarchy: Hierarchy, *, solver: str,
-                         budget_aware: bool, max_computes: int, info: Mapping[str, Any]) -> Schedule:
+                         budget_aware: bool, max_computes: int, info: Mapping[str, Any],
+                         deadline: Deadline | None = None) -> Schedule:
     """:func:`plan_over_hierarchy`, then :func:`schedule_from_plan`."""
     plan = plan_over_hierarchy(graph, budget, hierarchy, solver=solver, budget_aware=budget_aware,
-                               max_computes=max_computes)
+                               max_computes=max_computes, deadline=deadline)
     return schedule_from_plan(graph, hierarchy, plan, info)
 
 

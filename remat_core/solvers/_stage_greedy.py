@@ -21,10 +21,12 @@ from typing import Iterable
 
 from ._portfolio import Attempt
 from ._stages import StageCompute, StageGrid, computes_from_ops, measure
+from ._time import Deadline
 
 
 def best_stage_start(grid: StageGrid, budget: int, attempts: Iterable[Attempt] = (),
-                     max_computes: int | None = None) -> tuple[list[StageCompute], str, float] | None:
+                     max_computes: int | None = None,
+                     deadline: Deadline | None = None) -> tuple[list[StageCompute], str, float] | None:
     """The cheapest stage-form schedule that fits ``budget``: ``(computes, source, cost)``, or None.
 
     Tries :func:`greedy_stage_schedule` and the schedule of every attempt
@@ -32,10 +34,10 @@ def best_stage_start(grid: StageGrid, budget: int, attempts: Iterable[Attempt] =
     fits after the conversion, and computes no node more than ``max_computes`` times. The eviction
     solvers run in the grid's topological order, so their schedules always convert; the others'
     do when their first computations happen to follow it. ``source`` names the winner ("greedy" or
-    the solver's name).
+    the solver's name). The greedy's refinements stop at ``deadline``.
     """
     candidates: list[tuple[list[StageCompute], str]] = []
-    greedy = greedy_stage_schedule(grid, budget, max_computes=max_computes)
+    greedy = greedy_stage_schedule(grid, budget, max_computes=max_computes, deadline=deadline)
     if greedy is not None:
         candidates.append((greedy, "greedy"))
     for attempt in attempts:
@@ -61,8 +63,8 @@ def _computes_per_node(computes: list[StageCompute]) -> dict[int, int]:
     return counts
 
 
-def greedy_stage_schedule(grid: StageGrid, budget: int, refinements: int = 6,
-                          max_computes: int | None = None) -> list[StageCompute] | None:
+def greedy_stage_schedule(grid: StageGrid, budget: int, refinements: int = 6, max_computes: int | None = None,
+                          deadline: Deadline | None = None) -> list[StageCompute] | None:
     """Stage computes whose converted schedule fits ``budget`` (bytes, pinned included), or None.
 
     ``max_computes`` caps the computations of each node (a node computed that often is never
@@ -71,7 +73,7 @@ def greedy_stage_schedule(grid: StageGrid, budget: int, refinements: int = 6,
     The greedy tracks memory without the early frees the final conversion makes (a tensor it will
     evict later was really freed after its last read), so its schedules peak below the budget it
     is given. A bisection over that internal budget, between ``budget`` and the checkpoint-all
-    need, keeps the cheapest schedule whose measured peak fits.
+    need, keeps the cheapest schedule whose measured peak fits; it stops early at ``deadline``.
 
     Notes
     -----
@@ -84,7 +86,7 @@ def greedy_stage_schedule(grid: StageGrid, budget: int, refinements: int = 6,
     best_cost = measure(grid, best)[1]
     low, high = grid.free_budget(budget), int(grid.mem.sum())
     for _ in range(refinements):
-        if high - low <= 1:
+        if high - low <= 1 or (deadline is not None and deadline.expired()):
             break
         middle = (low + high) // 2
         computes = _greedy_pass(grid, middle, max_computes)

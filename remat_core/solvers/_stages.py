@@ -78,13 +78,19 @@ class StageGrid:
         return self.graph.ids[self.order[position]]
 
 
-def stage_grid(graph: ComputeGraph) -> StageGrid:
-    """The graph's :class:`StageGrid` over its topological order (built once per graph)."""
-    return graph.memo("stage_grid", lambda: _build_grid(graph))
+def stage_grid(graph: ComputeGraph, order: Sequence[int] | None = None) -> StageGrid:
+    """The graph's :class:`StageGrid` over its topological order (built once per graph), or over ``order``.
+
+    ``order``: another topological order of the nodes to compute (node indices), for instance the
+    order in which a schedule first computes them (that schedule is then in the grid's stage form).
+    """
+    if order is None:
+        return graph.memo("stage_grid", lambda: _build_grid(graph, needed_topological_order(graph)))
+    return _build_grid(graph, order)
 
 
-def _build_grid(graph: ComputeGraph) -> StageGrid:
-    order = tuple(needed_topological_order(graph))
+def _build_grid(graph: ComputeGraph, nodes: Sequence[int]) -> StageGrid:
+    order = tuple(nodes)
     position = {node: p for p, node in enumerate(order)}
     preds = tuple(tuple(sorted(position[j] for j in graph.pred_idx[i] if not graph.pinned[j])) for i in order)
     succs_lists: list[list[int]] = [[] for _ in order]
@@ -275,6 +281,22 @@ def measure(grid: StageGrid, computes: Iterable[StageCompute]) -> tuple[int, flo
     ops, _ = stage_ops(grid, computes, rule="stages", because="")
     result = simulate(grid.graph, ops)
     return result.peak, result.cost
+
+
+def stage_peaks(grid: StageGrid, computes: Iterable[StageCompute]) -> np.ndarray:
+    """The largest memory (bytes, pinned included) during each stage of a stage-compute sequence's ops."""
+    ordered = _checked_computes(grid, computes)
+    ops, _ = stage_ops(grid, ordered, rule="stages", because="")
+    memory = simulate(grid.graph, ops).memory
+    peaks = np.full(grid.n, grid.graph.pinned_bytes, dtype=np.int64)
+    stage = -1
+    count = 0
+    for (action, _), used in zip(ops, memory):
+        if action == COMPUTE:
+            stage = ordered[count][0]
+            count += 1
+        peaks[stage] = max(peaks[stage], used)
+    return peaks
 
 
 def stage_schedule(grid: StageGrid, computes: Iterable[StageCompute], *, rule: str, because: str,

@@ -16,7 +16,7 @@ from ..graph import ComputeGraph
 from ..schedule import Schedule, checkpoint_all_peak, memory_lower_bound, schedule_stats, simulate
 from .base import get_solver
 
-DEFAULT_SOLVER = "checkpoint-all"
+DEFAULT_SOLVER = "auto"
 
 
 def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,

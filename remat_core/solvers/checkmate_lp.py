@@ -13,7 +13,6 @@ budget shrunk by a factor ``1 - epsilon`` and rounded again, until a rounding fi
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +24,7 @@ from ..schedule import Schedule, checkpoint_all_cost, checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, ModelSize, check_model_size
 from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_if_it_fits, computes_from_matrix,
                       measure, stage_grid, stage_schedule)
+from ._time import Deadline, TimeUp
 from .base import Option, register
 
 DEFAULT_MAX_NODES = 500
@@ -58,6 +58,8 @@ class Rounding:
         Size of the first LP.
     picked : dict or None
         The rounding that gave ``computes`` (its threshold or sample) and its LP's budget.
+    stopped : bool
+        The deadline passed before the retries were done.
     """
 
     computes: list[StageCompute] | None = None
@@ -68,6 +70,7 @@ class Rounding:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     model_size: ModelSize | None = None
     picked: dict[str, Any] | None = None
+    stopped: bool = False
 
 
 def repair_r(grid: StageGrid, s: np.ndarray) -> np.ndarray:
@@ -99,7 +102,7 @@ def _roundings(s: np.ndarray, method: str, samples: int, rng: np.random.Generato
             yield {"sample": sample}, (rng.random(s.shape) < s).astype(np.int8)
 
 
-def round_lp(grid: StageGrid, budget: int, *, time_limit: float, rounding: str = "sweep", samples: int = 20,
+def round_lp(grid: StageGrid, budget: int, *, deadline: Deadline, rounding: str = "sweep", samples: int = 20,
              epsilon: float = 0.1, retries: int = 5, seed: int = 0) -> Rounding:
     """Solve the LP at ``budget``, round it, and shrink the LP's budget until a rounding fits.
 
@@ -108,8 +111,8 @@ def round_lp(grid: StageGrid, budget: int, *, time_limit: float, rounding: str =
     grid : StageGrid
     budget : int
         Bytes, pinned memory included. Roundings are always judged against this budget.
-    time_limit : float
-        Seconds for all LP solves together.
+    deadline : Deadline
+        When to stop, building and solving the LPs included (with what is found by then).
     rounding : {"sweep", "randomized"}
         Checkmate's deterministic threshold sweep, or ``samples`` random roundings
         (``S[t, i] = 1`` with probability ``S*[t, i]``).
@@ -124,19 +127,22 @@ def round_lp(grid: StageGrid, budget: int, *, time_limit: float, rounding: str =
     -------
     Rounding
     """
-    started = time.perf_counter()
     rng = np.random.default_rng(seed)
     result = Rounding()
     free = grid.free_budget(budget)
     for attempt in range(retries + 1):
-        left = time_limit - (time.perf_counter() - started)
-        if left <= 0:
+        if deadline.expired():
+            result.stopped = True
             break
         lp_free = int(free * (1.0 - epsilon) ** attempt)
-        model = CheckmateModel(grid, lp_free, integral=False)
+        try:
+            model = CheckmateModel(grid, lp_free, integral=False, deadline=deadline)
+        except TimeUp:
+            result.stopped = True
+            break
         if result.model_size is None:
             result.model_size = model.size()
-        solution = model.solve(left)
+        solution = model.solve(deadline.left())
         entry: dict[str, Any] = {"lp_budget": lp_free + grid.graph.pinned_bytes, "status": solution.status,
                                  "seconds": round(solution.seconds, 4)}
         result.attempts.append(entry)
@@ -192,8 +198,12 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
     check_model_size(grid, DEFAULT_MAX_NODES, "lp_lower_bound")
     if grid.free_budget(budget) < 0:
         return math.inf
-    solution = CheckmateModel(grid, grid.free_budget(budget), integral=False).solve(
-        DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
+    deadline = Deadline(DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
+    try:
+        model = CheckmateModel(grid, grid.free_budget(budget), integral=False, deadline=deadline)
+    except TimeUp:
+        return None
+    solution = model.solve(deadline.left())
     if solution.status == "infeasible":
         return math.inf
     return solution.bound
@@ -225,7 +235,7 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
     budget : int
         Bytes, pinned memory included.
     time_limit : float, optional
-        Seconds for all LP solves (default :data:`DEFAULT_TIME_LIMIT`).
+        Seconds for the whole call, building the LPs included (default :data:`DEFAULT_TIME_LIMIT`).
     rounding, samples, epsilon, retries, seed
         See :func:`round_lp`.
     max_nodes : int
@@ -264,22 +274,24 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
     grid = stage_grid(graph)
     check_model_size(grid, max_nodes, "checkmate-lp")
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    deadline = Deadline(limit)
     trivial = checkpoint_all_if_it_fits(grid, budget, rule=_RULE, solver_info={
         "lp_lower_bound": checkpoint_all_cost(graph), "time_limit": limit, "order": "graph topological order",
         "stages": grid.n})
     if trivial is not None:
         return trivial
-    result = round_lp(grid, budget, time_limit=limit, rounding=rounding, samples=samples, epsilon=epsilon,
+    result = round_lp(grid, budget, deadline=deadline, rounding=rounding, samples=samples, epsilon=epsilon,
                       retries=retries, seed=seed)
     info = {"lp_lower_bound": result.lp_lower_bound, "attempts": result.attempts, "rounding": result.picked,
             "time_limit": limit, "order": "graph topological order", "stages": grid.n,
-            **(result.model_size.as_dict() if result.model_size else {})}
+            **(result.model_size.as_dict() if result.model_size else {}),
+            **({"stopped_at_time_limit": True} if result.stopped else {})}
     if result.computes is None:
         known = [p for p in (result.smallest_peak, checkpoint_all_peak(graph)) if p is not None and p > budget]
         if result.lp_lower_bound == math.inf:
             why = "the LP relaxation is infeasible: no frontier-advancing schedule in the topological order fits"
-        elif any(a["status"] == "time_limit_reached" for a in result.attempts) or not result.attempts:
-            why = f"the LP was not solved within {limit:g} s; raise the time limit"
+        elif result.stopped or any(a["status"].startswith("time_limit") for a in result.attempts):
+            why = f"stopped at the time limit of {limit:g} s before a rounding fitted; raise the time limit"
         else:
             why = f"no rounding fitted after {len(result.attempts)} LP solve(s)"
         raise InfeasibleBudget(budget, min(known) if known else None, "checkmate-lp", why)

@@ -18,8 +18,10 @@ in ``solver_info["fixed_order"]`` (``any_order=False``: the fixed-order result a
 from __future__ import annotations
 
 import math
-import time
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
@@ -27,8 +29,9 @@ from ..schedule import Schedule, checkpoint_all_peak
 from ._checkmate_model import CheckmateModel, check_model_size, relative_gap
 from ._portfolio import ANY_ORDER, Attempt, prefer_cheaper_heuristic, run_quick_heuristics
 from ._stage_greedy import best_stage_start
-from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_if_it_fits, computes_from_matrix,
-                      measure, stage_grid, stage_schedule)
+from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, checkpoint_all_if_it_fits,
+                      computes_from_matrix, measure, stage_grid, stage_peaks, stage_schedule)
+from ._time import Deadline, TimeUp
 from .base import Option, register
 from .checkmate_lp import round_lp
 
@@ -41,29 +44,30 @@ _RULE = "milp"
 _BECAUSE = "the MILP keeps memory under budget"
 
 
-def _warm_start(grid: StageGrid, budget: int, how: str, time_limit: float, attempts: list[Attempt]) -> tuple[
-        list[StageCompute] | None, dict[str, Any]]:
-    """A schedule in the MILP's form that fits the budget, to start HiGHS from (None: none found).
+def _warm_start(grid: StageGrid, budget: int, how: str, deadline: Deadline, attempts: list[Attempt]) -> tuple[
+        tuple[list[StageCompute], float] | None, dict[str, Any]]:
+    """A schedule in the MILP's form that fits the budget, and its cost, to start HiGHS from (None: none found).
 
     ``greedy``: :func:`~remat_core.solvers._stage_greedy.greedy_stage_schedule`; ``lp-rounding``:
     Checkmate's rounded LP; ``auto``: the cheapest of the greedy and the quick heuristics'
     schedules (``attempts``) in stage form (:func:`~remat_core.solvers._stage_greedy.best_stage_start`),
-    then the rounded LP if none fits.
+    then the rounded LP if none fits. Stops at ``deadline`` with what it has.
     """
     if how in ("auto", "greedy"):
-        start = best_stage_start(grid, budget, attempts if how == "auto" else ())
+        start = best_stage_start(grid, budget, attempts if how == "auto" else (), deadline=deadline)
         if start is not None:
             computes, source, cost = start
-            return computes, {"warm_start": source, "warm_start_cost": cost}
+            return (computes, cost), {"warm_start": source, "warm_start_cost": cost}
         if how == "greedy":
             return None, {"warm_start": None}
     if how in ("auto", "lp-rounding"):
-        rounding = round_lp(grid, budget, time_limit=time_limit)
+        rounding = round_lp(grid, budget, deadline=deadline)
         info: dict[str, Any] = {"warm_start": "lp-rounding" if rounding.computes is not None else None,
                                 "lp_lower_bound": rounding.lp_lower_bound}
-        if rounding.computes is not None:
-            info["warm_start_cost"] = rounding.cost
-        return rounding.computes, info
+        if rounding.computes is None:
+            return None, info
+        info["warm_start_cost"] = rounding.cost
+        return (rounding.computes, rounding.cost), info
     return None, {"warm_start": None}
 
 
@@ -135,10 +139,11 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
 
     Notes
     -----
-    HiGHS checks its time limit only now and then inside the root LP: with a MIP start on a
-    200-node graph, a 60 s limit was seen to end after 92 to 125 s (its interrupt callbacks are not
-    called on that path either). The MILP has O(n^2) variables (only ``R`` integral, see the model's notes) and
-    O(n (n + |E|)) rows. HiGHS's solution is turned into ops by the shared stage conversion (each
+    The time limit bounds the whole call: the quick heuristics, the warm start (at most
+    ``warm_start_share`` of it), building the model and HiGHS, which runs in a thread and is left
+    behind if it has not stopped a second after the limit (it checks its own limit only now and
+    then: a 60 s limit was seen to end after 92 to 125 s). The MILP has O(n^2) variables (only
+    ``R`` integral, see the model's notes) and O(n (n + |E|)) rows. HiGHS's solution is turned into ops by the shared stage conversion (each
     tensor freed right after its last reader) and simulated; the warm start is kept if HiGHS's
     schedule is not better.
 
@@ -149,48 +154,121 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
     """
     grid = stage_grid(graph)
     check_model_size(grid, max_nodes, "checkmate-milp")
-    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
-    base_info: dict[str, Any] = {"time_limit": limit, "order": "graph topological order", "stages": grid.n}
+    deadline = Deadline(DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
+    base_info: dict[str, Any] = {"time_limit": deadline.end - deadline.started, "order": "graph topological order",
+                                 "stages": grid.n}
     trivial = checkpoint_all_if_it_fits(grid, budget, rule=_RULE, solver_info={**base_info, "mip_gap": 0.0})
     if trivial is not None:
         return trivial
-    started = time.perf_counter()
-    attempts = run_quick_heuristics(graph, budget) if any_order or warm_start == "auto" else []
+    attempts = run_quick_heuristics(graph, budget, deadline=deadline) if any_order or warm_start == "auto" else []
 
     def search() -> Schedule:
-        return _search(grid, budget, started, limit, mip_gap, warm_start, warm_start_share, attempts, base_info)
+        start, info = _warm_start(grid, budget, warm_start, deadline.within(deadline.left() * warm_start_share),
+                                  attempts)
+        result = fixed_order_milp(grid, budget, deadline, start, mip_gap)
+        if result.computes is None:
+            raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "checkmate-milp", result.refusal)
+        return stage_schedule(grid, result.computes, rule=_RULE, because=_BECAUSE,
+                              solver_info={**base_info, **info, **result.info})
 
     if not any_order:
         return search()
     return prefer_cheaper_heuristic(graph, budget, "checkmate-milp", search, attempts, base_info)
 
 
-def _search(grid: StageGrid, budget: int, started: float, limit: float, mip_gap: float, warm_start: str,
-            warm_start_share: float, attempts: list[Attempt], base_info: dict[str, Any]) -> Schedule:
-    """The MILP from its warm start: the best frontier-advancing schedule of the order found in the time left."""
-    graph = grid.graph
-    start, info = _warm_start(grid, budget, warm_start, limit * warm_start_share, attempts)
-    model = CheckmateModel(grid, grid.free_budget(budget), integral=True)
-    offset = time.perf_counter() - started
-    solution = model.solve(max(limit - offset, 0.1), mip_gap=mip_gap,
-                           start=model.start_vector(start) if start is not None else None)
-    info = {**base_info, **info, **model.size().as_dict(), "status": solution.status,
-            "mip_seconds": round(solution.seconds, 4), "lower_bound": solution.bound,
-            "incumbents": [[round(offset + seconds, 4), value] for seconds, value in solution.incumbents]}
-    best, best_cost = start, info.get("warm_start_cost", math.inf)
-    if solution.r is not None:
+@dataclass
+class MilpResult:
+    """What :func:`fixed_order_milp` found.
+
+    Attributes
+    ----------
+    computes : list of (stage, position) or None
+        The cheapest schedule in the MILP's form within the budget: HiGHS's or the start's.
+    cost : float
+        Its simulated cost (inf without one).
+    bound : float or None
+        HiGHS's lower bound over the frontier-advancing schedules of the order.
+    info : dict
+        For ``solver_info``: status, model size, seconds, incumbents, ``mip_gap``, ``exact``,
+        ``objective``, ``lower_bound``, and ``stopped_at_time_limit`` when the deadline cut it short.
+    refusal : str
+        Why there is no schedule (when ``computes`` is None).
+    """
+
+    computes: list[StageCompute] | None
+    cost: float
+    bound: float | None
+    info: dict[str, Any]
+    refusal: str = ""
+
+
+def fixed_order_milp(grid: StageGrid, budget: int, deadline: Deadline,
+                     start: tuple[list[StageCompute], float] | None, mip_gap: float = 0.0) -> MilpResult:
+    """Checkmate's MILP from ``start`` (computes, cost), until ``deadline``: the best frontier-advancing schedule found.
+
+    The memory of a stage is modelled only where it can bind (constraint generation): first the
+    stages where checkpoint-all or the start goes over 98 % of the budget; when HiGHS's optimum
+    overflows another stage, that stage is added and the MILP solved again. Each relaxed optimum
+    is a lower bound, and the first that fits every stage is the optimum: the model is smaller
+    where most stages never come near the budget. The start is returned when HiGHS finds nothing
+    cheaper; building the model stops at the deadline too.
+    """
+    info: dict[str, Any] = {"rounds": []}
+    best, best_cost = (start[0], start[1]) if start is not None else (None, math.inf)
+    stages = _binding_stages(grid, budget, best)
+    bound: float | None = None
+    solution = None
+    while True:
+        try:
+            model = CheckmateModel(grid, grid.free_budget(budget), integral=True, deadline=deadline,
+                                   memory_stages=stages)
+            vector = model.start_vector(best) if best is not None else None
+        except TimeUp:
+            info["stopped_at_time_limit"] = True
+            info["status"] = "time_limit (building the model)"
+            break
+        offset = deadline.elapsed()
+        solution = model.solve(deadline.left(), mip_gap=mip_gap, start=vector)
+        info["rounds"].append({"memory_stages": len(stages), **model.size().as_dict(), "status": solution.status,
+                               "seconds": round(solution.seconds, 4), "lower_bound": solution.bound})
+        info.update(**model.size().as_dict(), status=solution.status, incumbents=info.get("incumbents", []) + [
+            [round(offset + seconds, 4), value] for seconds, value in solution.incumbents])
+        if solution.bound is not None:
+            bound = solution.bound if bound is None else max(bound, solution.bound)
+        if solution.r is None:
+            break
         computes = computes_from_matrix(solution.r)
-        peak, cost = measure(grid, computes)
-        if peak > budget:
-            info["numerical_note"] = (f"HiGHS's schedule peaks at {peak:,} bytes, over the budget within solver "
-                                      f"tolerance; it was discarded")
-        elif cost < best_cost:
-            best, best_cost = computes, cost
+        peaks = stage_peaks(grid, computes)
+        overflow = {t for t in np.flatnonzero(peaks > budget).tolist() if t not in stages}
+        if not overflow:
+            if peaks.max() > budget:
+                info["numerical_note"] = (f"HiGHS's schedule peaks at {int(peaks.max()):,} bytes, over the budget within "
+                                          f"solver tolerance; it was discarded")
+            else:
+                cost = measure(grid, computes)[1]
+                if cost < best_cost:
+                    best, best_cost = computes, cost
+            break
+        if solution.status != "optimal":  # its schedule overflows a stage left out, and there is no time to add it
+            break
+        stages = stages | overflow
+    if solution is not None and solution.status == "time_limit":
+        info["stopped_at_time_limit"] = True
     if best is None:
-        detail = ("HiGHS proved that no frontier-advancing schedule of the topological order fits"
-                  if solution.status == "infeasible" else
-                  f"HiGHS found no schedule within {limit:g} s (status {solution.status}); raise the time limit")
-        raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "checkmate-milp", detail)
-    gap = relative_gap(best_cost, solution.bound)
+        refusal = ("HiGHS proved that no frontier-advancing schedule of the topological order fits"
+                   if solution is not None and solution.status == "infeasible" else
+                   "HiGHS found no schedule within the time limit; raise the time limit")
+        return MilpResult(None, math.inf, bound, info, refusal)
+    info.update(lower_bound=bound, memory_stages=len(stages))
+    gap = relative_gap(best_cost, bound)
     info.update(mip_gap=gap, exact=gap == 0.0, objective=best_cost)
-    return stage_schedule(grid, best, rule=_RULE, because=_BECAUSE, solver_info=info)
+    return MilpResult(best, best_cost, bound, info)
+
+
+def _binding_stages(grid: StageGrid, budget: int, start: list[StageCompute] | None) -> frozenset[int]:
+    """Stages whose memory may bind: where checkpoint-all or the start goes over 98 % of the budget."""
+    near = grid.graph.pinned_bytes + 0.98 * grid.free_budget(budget)
+    peaks = stage_peaks(grid, checkpoint_all_computes(grid))
+    if start is not None:
+        peaks = np.maximum(peaks, stage_peaks(grid, start))
+    return frozenset(np.flatnonzero(peaks >= near).tolist())

@@ -36,7 +36,6 @@ compete: a cheaper one is returned instead, the CP's own result kept in
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -49,6 +48,7 @@ from ._portfolio import ANY_ORDER, Attempt, prefer_cheaper_heuristic, run_quick_
 from ._stage_greedy import best_stage_start
 from ._stages import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, checkpoint_all_if_it_fits,
                       instance_spans, measure, stage_grid, stage_schedule)
+from ._time import Deadline, TimeUp
 from .base import Option, register
 
 _COST_RESOLUTION = 10 ** 6
@@ -90,9 +90,10 @@ def integer_costs(cost: np.ndarray) -> IntegerCosts:
 class _IntervalModel:
     """The CP-SAT model of one graph and budget (variables kept for reading the solution back)."""
 
-    def __init__(self, grid: StageGrid, free_budget: int, intervals: int):
+    def __init__(self, grid: StageGrid, free_budget: int, intervals: int, deadline: Deadline | None = None):
         from ortools.sat.python import cp_model
         self.grid = grid
+        self.deadline = deadline or Deadline(None)
         self.cp = cp_model
         self.model = cp_model.CpModel()
         self.costs = integer_costs(grid.cost)
@@ -118,6 +119,7 @@ class _IntervalModel:
         useful = grid.last_useful_stage
         made, demands = [], []
         for p in range(grid.n):
+            self.deadline.check()
             last_read = max((event(int(useful[j]), j) for j in grid.succs[p]), default=event(p, p)) + 1
             later = [event(s, p) for s in range(p + 1, int(useful[p]) + 1)]
             starts, ends, sizes, presents = [], [], [], []
@@ -149,6 +151,7 @@ class _IntervalModel:
         """Each present interval of ``v`` is computed while some interval of each input is alive."""
         model = self.model
         for v in range(self.grid.n):
+            self.deadline.check()
             for u in self.grid.preds[v]:
                 for c in range(len(self.start[v])):
                     serves = []
@@ -299,46 +302,62 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     B. Bartan, H. Li, H. Teague, C. Lott, B. Dilkina. "Moccasin: Efficient Tensor
     Rematerialization for Neural Networks". ICML 2023.
     """
-    started = time.perf_counter()
+    deadline = Deadline(DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
     grid = stage_grid(graph)
-    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    limit = deadline.end - deadline.started
     base = {"intervals": intervals, "time_limit": limit, "order": "graph topological order", "stages": grid.n}
     trivial = checkpoint_all_if_it_fits(grid, budget, rule=_RULE, solver_info={**base, "gap": 0.0})
     if trivial is not None:
         return trivial
-    attempts = run_quick_heuristics(graph, budget) if hint or any_order else []
+    attempts = run_quick_heuristics(graph, budget, deadline=deadline) if hint or any_order else []
 
     def search() -> Schedule:
-        return _search(grid, budget, started, limit, intervals, workers, seed, hint, attempts, base)
+        return _search(grid, budget, deadline, intervals, workers, seed, hint, attempts, base)
 
     if not any_order:
         return search()
     return prefer_cheaper_heuristic(graph, budget, "moccasin", search, attempts, base)
 
 
-def _search(grid: StageGrid, budget: int, started: float, limit: float, intervals: int, workers: int, seed: int,
+def _search(grid: StageGrid, budget: int, deadline: Deadline, intervals: int, workers: int, seed: int,
             hint: bool, attempts: list[Attempt], base: dict[str, Any]) -> Schedule:
-    """CP-SAT from the hint (or phase 1): the best schedule with at most ``intervals`` computes per node found."""
+    """CP-SAT from the hint (or phase 1): the best schedule with at most ``intervals`` computes per node found.
+
+    Everything stops at ``deadline``: building the model (then the hint, if any, is returned),
+    phase 1 and the search (each given the time left).
+    """
     graph = grid.graph
-    model = _IntervalModel(grid, grid.free_budget(budget), intervals)
-    start = best_stage_start(grid, budget, attempts, max_computes=intervals) if hint else None
+    limit = base["time_limit"]
+    start = best_stage_start(grid, budget, attempts, max_computes=intervals, deadline=deadline) if hint else None
+    try:
+        model = _IntervalModel(grid, grid.free_budget(budget), intervals, deadline)
+    except TimeUp:
+        if start is None:
+            raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "moccasin",
+                                   f"stopped at the time limit of {limit:g} s while building the model; raise the "
+                                   f"time limit") from None
+        return stage_schedule(grid, start[0], rule=_RULE, because=_BECAUSE, solver_info={
+            **base, "hint": start[1], "hint_cost": start[2], "objective": start[2], "exact": False,
+            "stopped_at_time_limit": True,
+            "kept_hint": "the time limit passed while the model was being built"})
     constant = float(grid.cost.sum())
     info: dict[str, Any] = {**base, "variables": model.variable_count(), "cost_scale": model.costs.scale,
                             "objective_rounded": model.costs.rounded, "hint": start[1] if start else None}
     if start is None:
-        info["phase1_seconds"] = _phase1(model, graph, budget, limit - (time.perf_counter() - started), workers,
-                                         seed, intervals, limit)
+        info["phase1_seconds"] = _phase1(model, graph, budget, deadline.left(), workers, seed, intervals, limit)
         info["hint"] = "phase 1"
     else:
         info["hint_cost"] = start[2]
         model.hint(start[0])
     model.minimize_cost()
-    offset = time.perf_counter() - started
-    solver = _solver(model, limit - offset, workers, seed)
+    offset = deadline.elapsed()
+    solver = _solver(model, deadline.left(), workers, seed)
     incumbents = _incumbent_recorder(model.cp, offset, constant, model.recomputations, grid.cost)
     status = solver.solve(model.model, incumbents)
     info.update(status=solver.status_name(status).lower(), cp_seconds=round(solver.wall_time, 4),
                 incumbents=incumbents.found)
+    if status not in (model.cp.OPTIMAL, model.cp.INFEASIBLE) and deadline.expired():
+        info["stopped_at_time_limit"] = True
     solved = status in (model.cp.OPTIMAL, model.cp.FEASIBLE)
     if not solved and start is None:
         detail = (f"CP-SAT proved that no schedule with at most {intervals} computations per node fits; "

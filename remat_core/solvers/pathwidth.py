@@ -20,6 +20,7 @@ from ..schedule import Schedule, checkpoint_all_peak
 from ._portfolio import separator_fallback
 from ._separator_recursion import (DEFAULT_MAX_COMPUTES, plan_over_hierarchy, schedule_from_plan, segment_hierarchy,
                                    separator_hierarchy, solve_over_hierarchy)
+from ._time import Deadline
 from .base import Option, register
 from .treewidth import BUDGET_AWARE, FALLBACK, MAX_COMPUTES, REFERENCE, decomposition_info
 
@@ -39,14 +40,14 @@ def pathwidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
         Pure: the recursion's peak is over the budget. Budget-aware: no schedule over the
         decomposition fits, nor (with ``fallback``) any quick heuristic's.
     """
-    del time_limit
+    deadline = Deadline(time_limit)
     decomposition = path_decomposition(graph, method)
     hierarchy = graph.memo(f"solvers.pathwidth.hierarchy.{method}", lambda: separator_hierarchy(
         graph, decomposition, separator_tree(decomposition)))
     info = decomposition_info(decomposition, "method", method)
     return separator_fallback(graph, budget, "pathwidth", lambda: solve_over_hierarchy(
         graph, budget, hierarchy, solver="pathwidth", budget_aware=budget_aware, max_computes=max_recursion_computes,
-        info=info), enabled=budget_aware and fallback, info=info)
+        info=info, deadline=deadline), enabled=budget_aware and fallback, info=info, deadline=deadline)
 
 
 @register("pathwidth-linear", "Cut a path decomposition into ~sqrt(n) segments, keep the cut bags, recompute one "
@@ -67,7 +68,7 @@ def pathwidth_linear(graph: ComputeGraph, budget: int, *, time_limit: float | No
     graph : ComputeGraph
     budget : int
     time_limit : float, optional
-        Unused.
+        Once it passes, no further segment count or candidate plan is tried.
     budget_aware : bool
         Pure: one run with ``segments`` (or the sqrt rule). Budget-aware: with ``segments=0``, try
         a range of segment counts and keep the cheapest schedule that fits (after the post-passes).
@@ -83,15 +84,16 @@ def pathwidth_linear(graph: ComputeGraph, budget: int, *, time_limit: float | No
         When no segment count gives a schedule within the budget, nor (budget-aware, with
         ``fallback``) any quick heuristic.
     """
-    del time_limit
+    deadline = Deadline(time_limit)
     decomposition = path_decomposition(graph, method)
     info = decomposition_info(decomposition, "method", method)
     return separator_fallback(graph, budget, "pathwidth-linear", lambda: _segment_schedule(
-        graph, budget, decomposition, budget_aware, segments, info), enabled=budget_aware and fallback, info=info)
+        graph, budget, decomposition, budget_aware, segments, info, deadline), enabled=budget_aware and fallback,
+        info=info, deadline=deadline)
 
 
 def _segment_schedule(graph: ComputeGraph, budget: int, decomposition: Decomposition, budget_aware: bool,
-                      segments: int, info: dict) -> Schedule:
+                      segments: int, info: dict, deadline: Deadline) -> Schedule:
     """The cheapest segment-scheme schedule that fits over the segment counts tried (InfeasibleBudget: none)."""
     vertices = sum(1 for p in graph.pinned if not p)
     rule = max(1, round(math.sqrt(vertices / (decomposition.width + 1))))
@@ -103,10 +105,14 @@ def _segment_schedule(graph: ComputeGraph, budget: int, decomposition: Decomposi
     smallest: int | None = None
     failures: list[str] = []
     for count in counts:
+        if deadline.expired() and (best is not None or failures):
+            failures.append(f"{count} segments: skipped at the time limit")
+            continue
         hierarchy, cuts = segment_hierarchy(graph, decomposition, count)
         try:
             plan = plan_over_hierarchy(graph, budget, hierarchy, solver="pathwidth-linear", budget_aware=budget_aware,
-                                       max_computes=DEFAULT_MAX_COMPUTES, other_sources=count == counts[-1])
+                                       max_computes=DEFAULT_MAX_COMPUTES, other_sources=count == counts[-1],
+                                       deadline=deadline)
         except InfeasibleBudget as e:
             failures.append(f"{count} segments: {e.detail}")
             if e.smallest_feasible is not None:

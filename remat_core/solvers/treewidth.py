@@ -17,6 +17,7 @@ from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ._portfolio import separator_fallback
 from ._separator_recursion import DEFAULT_MAX_COMPUTES, separator_hierarchy, solve_over_hierarchy
+from ._time import Deadline
 from .base import Option, register
 
 REFERENCE = ("R. Kumar, M. Purohit, Z. Svitkina, E. Vee, J. R. Wang, \"Efficient Rematerialization for Deep "
@@ -48,7 +49,8 @@ def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     graph : ComputeGraph
     budget : int
     time_limit : float, optional
-        Unused: the recursion's size is bounded by ``max_recursion_computes`` instead.
+        Once it passes, no further candidate plan (post-pass replay) is built and the cheapest so far
+        is returned; the recursion's size is bounded by ``max_recursion_computes``.
     budget_aware : bool
     heuristic : {"min_degree", "min_fill", "exact"}
     max_recursion_computes : int
@@ -74,14 +76,14 @@ def treewidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
     ----------
     Kumar et al., NeurIPS 2019 (TW-Remat).
     """
-    del time_limit
+    deadline = Deadline(time_limit)
     decomposition = tree_decomposition(graph, heuristic)
     hierarchy = graph.memo(f"solvers.treewidth.hierarchy.{heuristic}", lambda: separator_hierarchy(
         graph, decomposition, separator_tree(decomposition)))
     info = decomposition_info(decomposition, "heuristic", heuristic)
     return separator_fallback(graph, budget, "treewidth", lambda: solve_over_hierarchy(
         graph, budget, hierarchy, solver="treewidth", budget_aware=budget_aware, max_computes=max_recursion_computes,
-        info=info), enabled=budget_aware and fallback, info=info)
+        info=info, deadline=deadline), enabled=budget_aware and fallback, info=info, deadline=deadline)
 
 
 def decomposition_info(decomposition: Decomposition, option: str, value: str) -> dict[str, Any]:

@@ -1,16 +1,21 @@
 """Figures for the explorer, built without Streamlit: plotly figures and self-contained pyvis HTML.
 
+The graph view (``graph_view``: WebGL, levels of detail, a schedule's colours) draws big graphs;
+``dag`` draws a small one as a pyvis page.
+
 Each builder takes the core objects (a graph, a simulated schedule, a Pareto curve, a view, bags)
 and returns a figure that tests can inspect and the app can render.
 """
 
-from .dag import dag_html, layered_positions
-from .decomposition import path_strip_figure, tree_of_bags_figure
+from .dag import dag_html
+from .decomposition import bag_label, path_strip_figure, separator_tree_figure, tree_of_bags_figure
+from .graph_view import STATUS_COLORS, clicked_index, graph_view_figure, node_facts
 from .memory import module_memory_figure
 from .palette import KIND_COLORS, RECOMPUTE_COLOR, ByteUnit, unit_for
 from .pareto import LOWER_BOUND, MARK_LINES, PEAK, pareto_figure
 from .timeline import lifetime_candidates, lifetime_chart, memory_timeline_figure
 
-__all__ = ["KIND_COLORS", "LOWER_BOUND", "MARK_LINES", "PEAK", "RECOMPUTE_COLOR", "ByteUnit", "dag_html",
-           "layered_positions", "lifetime_candidates", "lifetime_chart", "memory_timeline_figure",
-           "module_memory_figure", "pareto_figure", "path_strip_figure", "tree_of_bags_figure", "unit_for"]
+__all__ = ["KIND_COLORS", "LOWER_BOUND", "MARK_LINES", "PEAK", "RECOMPUTE_COLOR", "STATUS_COLORS", "bag_label",
+           "ByteUnit", "clicked_index", "dag_html", "graph_view_figure", "lifetime_candidates", "lifetime_chart",
+           "memory_timeline_figure", "module_memory_figure", "node_facts", "pareto_figure", "path_strip_figure",
+           "separator_tree_figure", "tree_of_bags_figure", "unit_for"]

@@ -1,0 +1,85 @@
+"""A grid of solves through a results store and a backend: what is stored is read, the rest solved, each
+result stored as it arrives.
+
+:func:`run_grid` is the one loop behind ``compare``, ``sweep`` and ``study``: it keys every cell
+first (so an unknown solver or option fails before anything runs), reads the store, sends the
+missing cells to the backend, and simulates every schedule that comes back in this process (a
+worker's word is not taken for its peak and cost, as a stored one is not) before storing it.
+:func:`compare_on` is :func:`remat_core.analysis.compare` over such a grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Mapping, Sequence
+
+from ..analysis import FAILED, ComparisonRow, SolveOutcome, compare
+from ..errors import InvalidSchedule
+from ..graph import ComputeGraph
+from ..solvers import solver_names
+from ..store import ResultStore, lookup, record, result_key, simulated
+from .backends import Backend
+from .cells import Cell
+
+OnResult = Callable[[Cell, SolveOutcome], None]
+"""Called with each result as it is had (from the store or solved), e.g. to draw a progress bar."""
+
+
+def run_grid(graphs: Mapping[str, ComputeGraph], cells: Sequence[Cell], backend: Backend,
+             store: ResultStore | None, on_result: OnResult | None = None) -> dict[Cell, SolveOutcome]:
+    """Every cell's outcome: from ``store`` when it holds the cell, else solved on ``backend`` and stored.
+
+    Raises
+    ------
+    UnknownSolver, SolverOptionError, BudgetError
+        For a cell that names no solver or option (before anything is read or solved).
+    BackendError
+        When the backend breaks (the results that arrived before are stored).
+    """
+    keys = {cell: result_key(graphs[cell.graph], cell.solver, cell.budget, cell.time_limit, dict(cell.options))
+            for cell in cells}
+    results: dict[Cell, SolveOutcome] = {}
+
+    def arrived(cell: Cell, outcome: SolveOutcome) -> None:
+        results[cell] = outcome
+        if on_result is not None:
+            on_result(cell, outcome)
+
+    missing = []
+    for cell, key in keys.items():
+        hit = lookup(store, graphs[cell.graph], key) if store is not None else None
+        if hit is None:
+            missing.append(cell)
+        else:
+            arrived(cell, hit)
+    for cell, outcome in backend.run(graphs, missing):
+        graph = graphs[cell.graph]
+        outcome = _checked(graph, cell, outcome)
+        if store is not None:
+            record(store, graph, keys[cell], outcome)
+        arrived(cell, outcome)
+    return results
+
+
+def _checked(graph: ComputeGraph, cell: Cell, outcome: SolveOutcome) -> SolveOutcome:
+    """A worker's outcome with its schedule simulated here; one that does not simulate becomes a failure."""
+    if not outcome.feasible or outcome.schedule.simulation is not None:
+        return outcome
+    try:
+        return replace(outcome, schedule=simulated(graph, outcome.schedule, cell.budget, outcome.seconds))
+    except InvalidSchedule as e:
+        return replace(outcome, status=FAILED, schedule=None, detail=f"InvalidSchedule: {e}")
+
+
+def compare_on(backend: Backend, store: ResultStore | None, graph: ComputeGraph, budgets: Sequence[int],
+               solvers: Sequence[str] | None = None, time_limit: float | None = None, lower_bound: bool = True,
+               on_result: OnResult | None = None) -> list[ComparisonRow]:
+    """:func:`remat_core.analysis.compare` with its solves read from ``store`` or run on ``backend``.
+
+    The LP bounds (``lower_bound``) are computed in this process, one per budget.
+    """
+    names = list(solvers) if solvers is not None else solver_names()
+    cells = [Cell(graph.content_hash, name, int(budget), time_limit) for budget in budgets for name in names]
+    outcomes = run_grid({graph.content_hash: graph}, cells, backend, store, on_result)
+    return compare(graph, budgets, names, time_limit, lower_bound,
+                   attempt=lambda g, solver, budget, limit: outcomes[Cell(g.content_hash, solver, int(budget), limit)])

@@ -1,0 +1,241 @@
+"""``rematerialize``: a module's training step traced, solved and installed once, behind a drop-in module.
+
+The returned module computes the same outputs and parameter gradients as the original; its forward
+runs the traced step's forward ops with the plan installed as selective activation checkpointing
+(:mod:`remat_core.run.forward`), or compiles them with ``torch.compile`` and the plan in Inductor's
+partitioner (:mod:`remat_core.run.compiled`), so its training step holds what the plan promises. It shares the
+original's parameters and buffers (the original is its ``module`` attribute), so an optimizer
+built on either trains both.
+
+The plan is made for one input shape, one device and the mode the module was in (``train()`` for
+dropout and batch statistics): other shapes are refused with a message, and a forward in another
+mode, or with gradients off (evaluation), runs the original module unchanged.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.fx.traceback as fx_traceback
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from ..errors import TraceError
+from ..frontends import LossSetup, real_placeholder_values, trace_training_graph
+from ..graph import ComputeGraph, format_bytes, parse_budget
+from ..schedule import Schedule, checkpoint_all_peak
+from ..solvers import solve
+from .decisions import plan_decisions
+from .compiled import check_compiler, compile_failure, compiled_step, partitioner_settings
+from .executor import ExecutionError
+from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
+from .report import Uncontrolled
+
+NOTICEABLE = 0.05
+"""Tensors the plan frees that the caller keeps are worth a warning above this share of the planned peak."""
+
+MODULE_VIAS = ("sac", "compile")
+"""How :func:`rematerialize` installs a plan (the op-by-op replay computes its own gradients: no module)."""
+
+OUTPUT_TAG = "remat_output"
+"""Key of ``node.meta["custom"]`` marking the alias of the model's i-th output tensor in the traced step."""
+
+
+def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "50%", solver: str = "rotor",
+                  loss: LossSetup | Callable[..., torch.Tensor] | None = None, *,
+                  via: str = "sac") -> "RematerializedModule":
+    """``module`` as a drop-in module whose training step follows a rematerialization plan.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model, in the mode it trains in.
+    example_inputs : tensor or sequence of tensors
+        Inputs of the shapes (and device) it will be trained on.
+    budget : int or str
+        Bytes (``123456``), bytes with a unit (``"1.5GiB"``) or a percent of the checkpoint-all
+        peak (``"50%"``), weights and inputs included, as everywhere in Remat Explorer.
+    solver : str
+        A solver of the registry (``python -m remat_core solvers``).
+    loss : LossSetup, callable or None
+        The loss the plan is made for (its backward shapes the plan, its targets do not matter):
+        a :class:`~remat_core.frontends.losses.LossSetup`, ``loss(output) -> scalar``, or None (a
+        scalar output is the loss, otherwise the sum of every output element).
+    via : {"sac", "compile"}
+        How the plan is installed: selective activation checkpointing (eager), or ``torch.compile``
+        with the plan as Inductor's partitioner's knapsack (compiled on the first training forward;
+        on a CPU it needs a C++ compiler).
+
+    Returns
+    -------
+    RematerializedModule
+
+    Raises
+    ------
+    TraceError
+        For a model that cannot be traced (the message names the op and the module).
+    BudgetError, InfeasibleBudget
+        For budget text that cannot be read, or a budget no schedule of the solver fits (below the
+        lower bound, the message gives it).
+    UnknownSolver, SolverOptionError
+    ExecutionError
+        For another ``via``, or ``compile`` without a working compiler.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> net = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.GELU()) for _ in range(8)])
+    >>> remat = rematerialize(net, torch.randn(32, 64), budget="50%")
+    >>> remat(torch.randn(32, 64)).sum().backward()
+    """
+    if not isinstance(module, nn.Module):
+        raise TraceError(type(module).__name__, f"expected a torch.nn.Module, got {type(module).__name__}",
+                         hint="wrap a function in an nn.Module whose forward calls it")
+    if via not in MODULE_VIAS:
+        raise ExecutionError(f"rematerialize installs a plan via {' or '.join(map(repr, MODULE_VIAS))}, not "
+                             f"{via!r}")
+    if via == "compile":
+        check_compiler()
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    tags = _OutputTags(loss)
+    graph = trace_training_graph(module, inputs, LossSetup(tags.name, tags, tags.targets),
+                                 name=type(module).__name__)
+    schedule = solve(graph, parse_budget(budget, checkpoint_all_peak(graph)) if isinstance(budget, str) else budget,
+                     solver)
+    return RematerializedModule(module, graph, schedule, tags, via)
+
+
+class RematerializedModule(nn.Module):
+    """A module whose training forward runs with a plan installed (see :func:`rematerialize`).
+
+    Attributes
+    ----------
+    module : nn.Module
+        The original module (parameters and buffers shared).
+    graph : ComputeGraph
+        The traced training step.
+    schedule : Schedule
+        The plan, as solved and simulated (``schedule.stats["peak"]``: the promised peak, weights included).
+    program : ForwardProgram
+        The forward ops and their checkpoint regions.
+    via : str
+        ``sac`` or ``compile``.
+    """
+
+    def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags", via: str):
+        super().__init__()
+        self.module = module
+        self.graph = graph
+        self.schedule = schedule
+        self.via = via
+        self._compiled: Callable[..., tuple] | None = None
+        binding = graph.attachments["fx_binding"]
+        self._joint = graph.attachments["joint"]
+        self._buffer_updates = dict(binding.buffer_updates)
+        outputs = {node.meta["custom"][OUTPUT_TAG]: node.args[0].name
+                   for node in binding.graph_module.graph.nodes if OUTPUT_TAG in (node.meta.get("custom") or {})}
+        self._outputs = [outputs[i] for i in range(len(outputs))]
+        self._spec, self._constants = tags.spec, tags.constants
+        self._decisions = plan_decisions(graph, schedule.ops)
+        self.program: ForwardProgram = forward_program(self._decisions,
+                                                       [*self._outputs, *self._buffer_updates.values()])
+        self._placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
+        self._traced_training = module.training
+        self._shapes = [(tuple(t.shape), t.dtype, t.device) for t in self._joint.inputs[:self._joint.num_model_inputs]]
+        self._warn_about(self.program.uncontrolled, stacklevel=4)
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        if not torch.is_grad_enabled() or self.training != self._traced_training:
+            return self.module(*inputs)
+        self._check(inputs)
+        joint = replace(self._joint, model=self.module,
+                        inputs=(*inputs, *self._joint.inputs[self._joint.num_model_inputs:]))
+        values = dict(zip(self._placeholders, real_placeholder_values(joint, "run the rematerialized module",
+                                                                      "pass real tensors")))
+        returned = run_forward(self.program, values) if self.via == "sac" else self._run_compiled(values)
+        write_buffer_updates(self.module, self._buffer_updates, returned)
+        leaves = iter(returned[name] for name in self._outputs)
+        return pytree.tree_unflatten([next(leaves) if c is _TENSOR else c for c in self._constants], self._spec)
+
+    def _run_compiled(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The forward through ``torch.compile``, compiled (the plan in Inductor's partitioner) on first use."""
+        arguments = [values[name] for name in self.program.placeholders]
+        if self._compiled is None:
+            function, knapsack = compiled_step(self.program, self._decisions)
+            try:
+                with partitioner_settings(knapsack):
+                    returned = function(*arguments)
+            except Exception as error:  # a failed compile raises torch's own wrappers of the cause
+                failure = compile_failure(error)
+                if failure is not None:
+                    raise failure from error
+                raise
+            self._compiled = function
+            self._warn_about(knapsack.uncontrolled, stacklevel=5)
+        else:
+            returned = self._compiled(*arguments)
+        return dict(zip(self.program.returns, returned))
+
+    def _warn_about(self, uncontrolled: Sequence[Uncontrolled], stacklevel: int) -> None:
+        """A warning when what the plan frees but the step keeps is more than a trifle of the planned peak."""
+        extra = sum(u.bytes for u in uncontrolled)
+        planned = self.schedule.stats["peak"] - self.graph.pinned_bytes
+        if extra > NOTICEABLE * planned:
+            warnings.warn(f"rematerialize: {len(uncontrolled)} tensor(s) the plan frees stay alive "
+                          f"({format_bytes(extra)} more than the planned {format_bytes(planned)}): "
+                          + "; ".join(f"{u.tensor}: {u.reason}" for u in uncontrolled[:3]), stacklevel=stacklevel)
+
+    def _check(self, inputs: Sequence[Any]) -> None:
+        got = [(tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else type(t).__name__
+               for t in inputs]
+        if got != self._shapes:
+            raise ValueError(f"the plan was made for inputs {_describe(self._shapes)}, got {_describe(got)}; call "
+                             f"rematerialize again with example inputs of these shapes (a plan holds for one shape)")
+
+
+_TENSOR = object()
+"""Placeholder for a tensor leaf among the output's leaves."""
+
+
+class _OutputTags:
+    """The loss the plan is traced with, after tagging each tensor the model returns.
+
+    Each output tensor goes through ``aten.alias`` inside ``annotate({OUTPUT_TAG: i})``: a view, so
+    the graph gains no node, and the traced step marks which FX value the drop-in module returns.
+    """
+
+    def __init__(self, loss: LossSetup | Callable[..., torch.Tensor] | None):
+        if loss is not None and not isinstance(loss, LossSetup) and not callable(loss):
+            raise TraceError("the model", f"loss must be a LossSetup, a callable or None, got {type(loss).__name__}")
+        self.loss = loss.fn if isinstance(loss, LossSetup) else loss
+        self.targets = tuple(loss.targets) if isinstance(loss, LossSetup) else ()
+        self.name = loss.name if isinstance(loss, LossSetup) else getattr(loss, "__name__", "sum")
+        self.spec: pytree.TreeSpec | None = None
+        self.constants: list[Any] = []
+
+    def __call__(self, output: Any, *targets: torch.Tensor) -> torch.Tensor:
+        leaves, self.spec = pytree.tree_flatten(output)
+        self.constants, tagged, count = [], [], 0
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                with fx_traceback.annotate({OUTPUT_TAG: count}):
+                    leaf = torch.ops.aten.alias.default(leaf)
+                count += 1
+                self.constants.append(_TENSOR)
+            else:
+                self.constants.append(leaf)
+            tagged.append(leaf)
+        output = pytree.tree_unflatten(tagged, self.spec)
+        if self.loss is not None:
+            return self.loss(output, *targets)
+        tensors = [t for t in tagged if isinstance(t, torch.Tensor)]
+        return sum(t.sum() for t in tensors) if tensors else output
+
+
+def _describe(shapes: Sequence[Any]) -> str:
+    return "(" + ", ".join(f"{list(s[0])} {str(s[1]).removeprefix('torch.')} on {s[2]}" if isinstance(s, tuple) else s
+                           for s in shapes) + ")"

@@ -1,0 +1,94 @@
+"""What a training step run with a plan reports: the fields of ``execute --via ... --json``.
+
+Kept free of PyTorch, so that the command line can name the routes and read a report without
+loading it; :mod:`remat_core.run.routes` runs the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Uncontrolled:
+    """A tensor the plan frees that the way of running the step keeps (it falls back to saving it)."""
+
+    tensor: str
+    bytes: int
+    reason: str
+
+    def summary(self) -> dict[str, Any]:
+        return {"tensor": self.tensor, "bytes": self.bytes, "reason": self.reason}
+
+
+VIAS = ("plan", "sac", "compile")
+"""The ways a plan runs in PyTorch (``execute --via``)."""
+
+PEAK_TOLERANCE = 0.10
+"""How far the measured peak of ``plan`` and ``sac`` may be from the simulated one before the report says so."""
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One training step run with a plan, and the same step in eager PyTorch.
+
+    Attributes
+    ----------
+    via : str
+    gradients_equal : bool or None
+        Within ``tolerance`` x the largest reference gradient; None when not comparable.
+    max_grad_diff : float or None
+        Largest absolute difference from the reference gradients.
+    reference : str
+        What the gradients were compared with.
+    measured_peak, simulated_peak, eager_peak : int
+        Bytes above the weights and inputs: this step's, the schedule's as simulated, the eager step's.
+    peak_without_gradients : int or None
+        This step's peak leaving out the parameter gradients' buffers (None on a GPU): where a route
+        holds every gradient at once (a compiled backward returns them together), what its
+        activations alone took.
+    step_seconds, eager_step_seconds : float
+    peak_measure : str
+        What measured the peaks.
+    device : str
+    uncontrolled : tuple of Uncontrolled
+        What the route could not do as planned (it saved those tensors instead).
+    notes : tuple of str
+        Anything else a reader of the numbers should know (a peak more than 10% off, and why).
+    details : mapping
+        Route-specific figures (regions, knapsack calls, the executor's own byte count).
+    """
+
+    via: str
+    gradients_equal: bool | None
+    max_grad_diff: float | None
+    max_gradient: float
+    tolerance: float
+    reference: str
+    measured_peak: int
+    simulated_peak: int
+    eager_peak: int
+    peak_without_gradients: int | None
+    step_seconds: float
+    eager_step_seconds: float
+    peak_measure: str
+    device: str
+    uncontrolled: tuple[Uncontrolled, ...] = ()
+    notes: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def uncontrolled_bytes(self) -> int:
+        return sum(u.bytes for u in self.uncontrolled)
+
+    def summary(self) -> dict[str, Any]:
+        """Every field as plain JSON values."""
+        doc = asdict(self)
+        doc["uncontrolled"] = [u.summary() for u in self.uncontrolled]
+        doc["uncontrolled_bytes"] = self.uncontrolled_bytes
+        doc["notes"] = list(self.notes)
+        doc["details"] = dict(self.details)
+        return doc
+
+

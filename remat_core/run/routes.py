@@ -1,0 +1,210 @@
+"""One real training step with a plan, three ways, measured against the same step in eager PyTorch.
+
+- ``plan``: the schedule replayed op by op (:func:`remat_core.run.executor.execute`), every compute
+  and free as the simulator ran them;
+- ``sac``: the traced step's forward run by autograd with the plan installed as selective
+  activation checkpointing (:mod:`remat_core.run.forward`);
+- ``compile``: that forward through ``torch.compile``, the plan answering Inductor's partitioner
+  (:mod:`remat_core.run.compiled`).
+
+The eager step is the traced forward run by autograd with nothing recomputed: the model's own
+ATen ops on its real weights. Every route's gradients are compared with it; random ops draw from
+per-op seeded streams in ``plan``, ``sac`` and eager alike, so dropout masks agree (a compiled
+step draws its own, so with random ops its gradients are not compared). Peaks are bytes above the
+weights and inputs (:mod:`remat_core.run.measure`); the simulated peak is the schedule's, minus
+the pinned bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator, Mapping
+
+import torch
+
+from ..frontends import real_placeholder_values
+from ..graph import ComputeGraph
+from ..schedule import Schedule, simulate
+from .decisions import PlanDecisions, plan_decisions
+from .executor import ExecutionError, execute, is_executable
+from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
+from .measure import MeasuredStep, measure_step
+from .report import PEAK_TOLERANCE, VIAS, StepReport, Uncontrolled
+from .tensor_check import GRADIENT_TOLERANCE
+
+
+def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, seed: int = 0,
+               tolerance: float = GRADIENT_TOLERANCE, timing_runs: int = 1) -> StepReport:
+    """Train the model behind ``graph`` one step with ``schedule``, the way ``via`` names, and measure it.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+        A traced graph (op or module level) with its model (:func:`~remat_core.run.executor.is_executable`).
+    schedule : Schedule
+        A valid schedule of ``graph``.
+    via : {"plan", "sac", "compile"}
+    seed : int
+        Seed of the random ops' streams.
+    tolerance : float
+        Relative gradient tolerance.
+    timing_runs : int
+        Timed runs of each step (the fastest counts).
+
+    Notes
+    -----
+    The eager step is measured once per graph, seed and state of the weights (kept on the graph).
+
+    Raises
+    ------
+    ExecutionError
+        For a graph with no model, an unknown ``via``, or ``compile`` without a working compiler.
+    """
+    if via not in VIAS:
+        raise ExecutionError(f"unknown way to run a plan {via!r}; use one of {', '.join(VIAS)}")
+    if not is_executable(graph):
+        raise ExecutionError(f"graph {graph.name!r} was not traced from a PyTorch model here, so there is no model "
+                             f"to train; trace it with remat_core.frontends.trace")
+    if via == "compile":
+        from .compiled import check_compiler
+
+        check_compiler()  # before anything is measured
+    simulated = schedule.simulation if schedule.simulation is not None else simulate(graph, schedule)
+    decisions = plan_decisions(graph, schedule.ops)
+    step = _TracedStep(decisions, seed)
+    weights = tuple(p._version for p in step.model.parameters())  # an optimizer step changes them in place
+    eager = decisions.graph.memo(f"eager step, seed {seed}, weights {weights}, {timing_runs} timing runs",
+                                 lambda: measure_step(step.runner(plan=False), step.model, step.device, timing_runs))
+    details: dict[str, Any] = {}
+    uncontrolled: tuple[Uncontrolled, ...] = ()
+    if via == "plan":
+        replays = []
+
+        def replay(gradients: Mapping[str, torch.Tensor]) -> None:
+            replays.append(execute(graph, schedule, seed=seed, gradients_into=gradients))
+        measured = measure_step(replay, step.model, step.device, timing_runs)
+        held = replays[0]
+        details = {"held_peak": held.peak - graph.pinned_bytes,
+                   "memory_matches_simulator": held.memory == held.simulated_memory}
+    elif via == "sac":
+        measured = measure_step(step.runner(plan=True), step.model, step.device, timing_runs)
+        uncontrolled = step.program.uncontrolled
+        details = {"regions": len(step.program.regions), "checkpointed_regions": step.program.checkpointed_regions,
+                   "plan_recompute_bursts": decisions.bursts}
+    else:
+        measured, knapsack = _compiled(step, timing_runs)
+        uncontrolled = tuple(knapsack.uncontrolled)
+        details = {"knapsack_calls": knapsack.calls, "knapsack_saved": knapsack.saved,
+                   "knapsack_recomputed": knapsack.recomputed}
+    comparable = not (via == "compile" and step.has_random_ops)
+    difference = _max_difference(measured.gradients, eager.gradients) if comparable else None
+    scale = max((float(g.abs().max()) for g in eager.gradients.values() if g.numel()), default=0.0)
+    simulated_peak = simulated.peak - graph.pinned_bytes
+    notes = _notes(via, measured, simulated_peak, step, decisions, comparable)
+    return StepReport(
+        via=via, gradients_equal=None if difference is None else difference <= tolerance * max(scale, 1e-12),
+        max_grad_diff=difference, max_gradient=scale, tolerance=tolerance,
+        reference=("none: the compiled step draws its own dropout masks" if not comparable else
+                   "the eager step (the same dropout masks)" if step.has_random_ops else "the eager step"),
+        measured_peak=measured.peak, simulated_peak=simulated_peak, eager_peak=eager.peak,
+        peak_without_gradients=measured.peak_without_gradients,
+        step_seconds=measured.seconds, eager_step_seconds=eager.seconds, peak_measure=measured.how,
+        device=str(step.device), uncontrolled=uncontrolled, notes=notes, details=details)
+
+
+class _TracedStep:
+    """The traced step's forward on the model's real tensors, as :func:`run_forward` runs it."""
+
+    def __init__(self, decisions: PlanDecisions, seed: int):
+        graph = decisions.graph
+        binding, joint = graph.attachments["fx_binding"], graph.attachments["joint"]
+        self.decisions = decisions
+        self.model = joint.model
+        self.seed = seed
+        self.buffer_updates = dict(binding.buffer_updates)
+        self.loss = binding.producer[binding.loss]
+        self.program: ForwardProgram = forward_program(decisions, [self.loss, *self.buffer_updates.values()])
+        placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
+        self.values = dict(zip(placeholders, real_placeholder_values(joint, "train the model",
+                                                                     "trace the model with real weights")))
+        self.device = next((v.device for v in self.values.values() if isinstance(v, torch.Tensor)),
+                           torch.device("cpu"))
+        self.has_random_ops = any(torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
+                                  for n in self.program.nodes)
+
+    def runner(self, plan: bool) -> Callable[[Mapping[str, torch.Tensor]], None]:
+        def run(gradients: Mapping[str, torch.Tensor]) -> None:
+            with _forked_rng(self.device):
+                returned = run_forward(self.program, self.values, seed=self.seed, plan=plan)
+            self.finish(returned)
+        return run
+
+    def finish(self, returned: Mapping[str, Any]) -> None:
+        """Write the buffer updates back (as eager BatchNorm does in place), then run the backward."""
+        write_buffer_updates(self.model, self.buffer_updates, returned)
+        returned[self.loss].backward()
+
+
+def _compiled(step: _TracedStep, timing_runs: int) -> tuple[MeasuredStep, Any]:
+    """The step through ``torch.compile`` with the plan as Inductor's knapsack: compiled on a first
+    call, then measured."""
+    from .compiled import compile_failure, compiled_step, partitioner_settings
+
+    torch._dynamo.reset()  # or a step compiled for another plan is reused
+    function, knapsack = compiled_step(step.program, step.decisions)
+    arguments = [step.values[name] for name in step.program.placeholders]
+
+    def run(gradients: Mapping[str, torch.Tensor]) -> None:
+        step.finish(dict(zip(step.program.returns, function(*arguments))))
+
+    try:
+        with partitioner_settings(knapsack):
+            return measure_step(run, step.model, step.device, timing_runs, warm_up=True), knapsack
+    except Exception as error:  # a failed compile raises torch's own wrappers of the cause
+        failure = compile_failure(error)
+        if failure is not None:
+            raise failure from error
+        raise
+
+
+def _max_difference(result: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor]) -> float:
+    missing = sorted(set(reference) - set(result))
+    if missing:
+        raise ExecutionError(f"no gradient for {', '.join(missing[:5])}")
+    return max((float((result[k] - reference[k]).abs().max()) for k in reference if reference[k].numel()),
+               default=0.0)
+
+
+def _notes(via: str, measured: MeasuredStep, simulated_peak: int, step: _TracedStep, decisions: PlanDecisions,
+           comparable: bool) -> tuple[str, ...]:
+    notes = []
+    if via in ("plan", "sac") and simulated_peak > 0:
+        gap = measured.peak / simulated_peak - 1
+        if abs(gap) > PEAK_TOLERANCE:
+            why = {"plan": "the replay holds exactly the simulated tensors, so the difference is what kernels "
+                           "allocate inside one op (workspaces, temporaries) and multi-output ops holding all "
+                           "their outputs until the next op",
+                   "sac": f"a checkpoint region recomputes in one run when the backward first reaches it: the plan "
+                          f"recomputes in {decisions.bursts} bursts, the step has "
+                          f"{step.program.checkpointed_regions} checkpointed regions, and autograd's backward "
+                          f"allocates its own temporaries"}[via]
+            notes.append(f"measured peak {measured.peak:,} B is {gap:+.0%} from the simulated {simulated_peak:,} B: "
+                         f"{why}")
+    if via == "compile" and measured.peak > simulated_peak:
+        gradient_bytes = sum(p.numel() * p.element_size() for p in step.model.parameters() if p.requires_grad)
+        without = "" if measured.peak_without_gradients is None else \
+            f" (without them the peak is {measured.peak_without_gradients:,} B)"
+        notes.append(f"the compiled backward is one function that returns every parameter gradient at its end "
+                     f"({gradient_bytes:,} B of gradients alive together there{without}), where the plan hands "
+                     f"each over as it is produced; and torch recomputes each dropped tensor once, where the plan "
+                     f"may recompute in stages")
+    if not comparable:
+        notes.append("gradients not compared: the compiled step draws its own dropout masks")
+    return tuple(notes)
+
+
+@contextlib.contextmanager
+def _forked_rng(device: torch.device) -> Iterator[None]:
+    """The caller's RNG state restored afterwards (the step seeds its random ops itself)."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        yield

@@ -1,0 +1,143 @@
+"""A plan trained one real step in PyTorch: replayed (plan), as selective activation checkpointing (sac), compiled."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from tiny_models import residual_mlp, small_cnn
+from torch import nn
+
+from remat_core import checkpoint_all_peak, memory_lower_bound, solve
+from remat_core.frontends.trace import trace_training_graph
+from remat_core.run import VIAS, train_step
+from remat_core.run.decisions import KEEP, RECOMPUTE, plan_decisions
+from remat_core.run.executor import ExecutionError
+
+REPORT_KEYS = {"gradients_equal", "max_grad_diff", "measured_peak", "simulated_peak", "eager_peak", "step_seconds",
+               "eager_step_seconds"}
+
+
+class DropoutNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Dropout(0.5), nn.Linear(64, 64), nn.Dropout(0.3),
+                                  nn.GELU(), nn.Linear(64, 64), nn.Linear(64, 2))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def between(graph, share):
+    """``share`` of the way from the lower bound to the checkpoint-all peak."""
+    low, high = memory_lower_bound(graph), checkpoint_all_peak(graph)
+    return int(low + (high - low) * share)
+
+
+@pytest.fixture(scope="module")
+def residual():
+    graph = trace_training_graph(*residual_mlp(width=128, depth=4, batch=32, tokens=16))
+    return graph, solve(graph, between(graph, 0.4), "rotor")
+
+
+@pytest.mark.parametrize("via", ["plan", "sac"])
+def test_plan_and_sac_give_the_eager_gradients_at_the_simulated_peak(residual, via):
+    graph, schedule = residual
+    assert schedule.stats["recomputes"] > 0
+    report = train_step(graph, schedule, via)
+    doc = report.summary()
+    assert REPORT_KEYS <= set(doc) and json.loads(json.dumps(doc)) == doc
+    assert report.gradients_equal and report.max_grad_diff <= 1e-5 * report.max_gradient
+    assert report.simulated_peak == schedule.stats["peak"] - graph.pinned_bytes
+    assert abs(report.measured_peak / report.simulated_peak - 1) <= 0.10, report.summary()
+    assert report.measured_peak < 0.8 * report.eager_peak
+    assert not report.uncontrolled and report.peak_measure == "torch.profiler memory events"
+
+
+def test_the_plan_decides_keep_or_recompute_per_forward_tensor(residual):
+    graph, schedule = residual
+    decisions = plan_decisions(graph, schedule.ops)
+    assert decisions.count(KEEP) > 0 and decisions.count(RECOMPUTE) > 0 and decisions.bursts > 0
+    assert set(decisions.choice) == {n.id for n in graph.nodes if n.kind in ("forward", "loss")}
+
+
+def test_sac_updates_batch_norm_statistics_and_matches_gradients():
+    module, inputs, loss = small_cnn(batch=8, size=16)
+    graph = trace_training_graph(module, inputs, loss)
+    schedule = solve(graph, between(graph, 0.3), "dtr")
+    before = module.bn.running_mean.clone()
+    report = train_step(graph, schedule, "sac")
+    assert report.gradients_equal and report.details["checkpointed_regions"] > 0
+    assert torch.equal(module.bn.running_mean, before)  # measuring restores the buffers it trained
+
+
+def test_a_recomputed_dropout_draws_its_forward_mask_again():
+    torch.manual_seed(0)
+    graph = trace_training_graph(DropoutNet().train(), torch.randn(16, 32))
+    schedule = solve(graph, memory_lower_bound(graph), "dtr")
+    decisions = plan_decisions(graph, schedule.ops)
+    dropouts = [n.id for n in graph.nodes if n.op == "aten.native_dropout"]
+    assert any(decisions.of(d) == RECOMPUTE for d in dropouts)
+    for via in ("plan", "sac"):
+        report = train_step(graph, schedule, via)
+        assert report.gradients_equal, report.summary()
+
+
+def test_compile_puts_the_plan_in_inductors_partitioner():
+    """The one compile in the default run (Inductor builds C++ kernels): a model of a few small ops."""
+    graph = trace_training_graph(*residual_mlp(width=16, depth=2, batch=4))
+    schedule = solve(graph, between(graph, 0.3), "rotor")
+    report = train_step(graph, schedule, "compile")
+    assert report.gradients_equal and REPORT_KEYS <= set(report.summary())
+    assert report.details["knapsack_calls"] >= 1 and report.details["knapsack_recomputed"] > 0
+
+
+def test_an_unknown_way_is_refused(residual):
+    graph, schedule = residual
+    with pytest.raises(ExecutionError, match="plan, sac, compile"):
+        train_step(graph, schedule, "jit")
+    assert VIAS == ("plan", "sac", "compile")
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "remat_core", "execute", *args], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **(env or {})})
+
+
+def test_execute_via_sac_prints_the_report_as_json():
+    out = run_cli("mlp", "--batch", "512", "--option", "width=128", "--option", "depth=6", "--budget", "90%",
+                  "--solver", "rotor", "--via", "sac", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert REPORT_KEYS <= set(report) and report["via"] == "sac" and report["gradients_equal"] is True
+
+
+def test_a_budget_below_the_lower_bound_exits_3_with_the_bound():
+    out = run_cli("mlp", "--batch", "4", "--budget", "1%", "--via", "sac")
+    assert out.returncode == 3 and "lower bound of" in out.stderr
+
+
+def test_compile_without_a_compiler_says_so():
+    out = run_cli("mlp", "--batch", "4", "--budget", "100%", "--via", "compile",
+                  env={"CXX": "/nonexistent/c++"})
+    assert out.returncode == 2
+    assert "C++ compiler" in out.stderr and "--via plan" in out.stderr and "internal error" not in out.stderr
+
+
+@pytest.mark.slow
+def test_compile_saves_a_random_op_it_would_redraw_and_says_so():
+    """Inductor turns dropout into seeded random numbers, which recompute to the same mask; with
+    ``fallback_random`` it keeps aten's dropout, whose recomputation would draw a new one: saved, reported."""
+    from torch._inductor import config
+
+    torch.manual_seed(0)
+    graph = trace_training_graph(DropoutNet().train(), torch.randn(16, 32))
+    schedule = solve(graph, memory_lower_bound(graph), "dtr")
+    with config.patch(fallback_random=True):
+        report = train_step(graph, schedule, "compile")
+    assert report.gradients_equal is None and "dropout masks" in report.reference
+    dropouts = [u for u in report.uncontrolled if "random op" in u.reason]
+    assert dropouts and all(u.bytes > 0 and "dropout" in u.tensor for u in dropouts)
+    assert report.summary()["uncontrolled_bytes"] == sum(u.bytes for u in report.uncontrolled)
