@@ -3,7 +3,7 @@
 Five lanes, each one worker process (see :mod:`.lane` for why a process and how Cancel kills it):
 
 - ``quick``: solves by the quick solvers (heuristics, the DTR family): a slider move's answer;
-- ``search``: solves by the searching solvers (:attr:`remat_core.solvers.SolverSpec.searching`: MILP,
+- ``search``: solves by the searching solvers (:attr:`remat_core.solvers.SolverSpec.searching`: auto, MILP,
   LP, CP-SAT), which run up to their time limit: a quick answer never waits behind one;
 - ``sweep``: the quick solvers' Pareto sweeps;
 - ``search-sweep``: the searching solvers' sweeps and Checkmate's LP bounds (an LP over a 200-node
