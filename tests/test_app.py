@@ -21,7 +21,7 @@ from test_pt2_safety import ATTACKS, exported_linear, with_records
 from explorer import state
 from explorer.figures.decompositions import decomposition
 from explorer.jobs.results import best_possible, options_key, solve_key, solve_outcome, sweep_status, tensor_check_status
-from explorer.jobs.runner import quick_lane, stop_background_work
+from explorer.jobs.runner import solve_lane, stop_background_work
 from explorer.jobs.worker import lp_bound
 from explorer.pages import PAGES
 from explorer.state import models, zoo
@@ -149,7 +149,7 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
     smallest = sweep_status(graph, solver, (), limit, wait=120).curve.smallest_feasible()
     assert memory_lower_bound(graph) <= smallest < checkpoint_all_peak(graph)  # below what the solve itself knows
-    at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
+    settled(at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run())
     assert not at.exception and not at.metric
     warning = at.warning[0].value
     assert "infeasible" in warning
@@ -209,7 +209,7 @@ def test_node_names_that_look_like_markdown_are_shown_as_typed_on_the_why_page()
     at = app()
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = (memory_lower_bound(graph) + checkpoint_all_peak(graph)) // 2
-    at.switch_page("pages/why.py").run()
+    settled(at.switch_page("pages/why.py").run())
     assert not at.exception
     described = [m.value for m in at.markdown if "computation of" in m.value]
     assert described and any(plain(name) in text for name in MARKDOWN_NAMES for text in described)
@@ -379,6 +379,16 @@ def test_the_timeline_page_shows_what_is_resident_at_a_step():
     assert len(resident) == sum(graph.pinned) + 1  # the pinned tensors and the first activation
 
 
+def settled(at: AppTest) -> AppTest:
+    """The page run again once the session's solve at its budget has ended (a searching solver's, such as
+    auto's, is not waited for by the page)."""
+    session = at.session_state
+    solver = session[state.SOLVER]
+    solve_outcome(session[state.MODEL].graph, solver, session[state.BUDGET],
+                  options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
+    return at.run()
+
+
 def current_solve_key(at: AppTest) -> tuple:
     session = at.session_state
     solver = session[state.SOLVER]
@@ -398,7 +408,7 @@ def run_button(at: AppTest):
 
 
 def test_the_timeline_runs_the_schedule_on_real_tensors_and_overlays_the_real_memory():
-    at = app("pages/timeline.py")
+    at = settled(app("pages/timeline.py"))
     assert not run_button(at).disabled
     run_button(at).click().run()
     assert not at.exception and not at.error
@@ -540,7 +550,7 @@ def test_a_pt2_export_is_traced_not_executed_as_code():
     assert not at.exception and not at.error
     graph = at.session_state[state.MODEL].graph
     assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
-    at.switch_page("pages/timeline.py").run()  # a .pt2 holds the weights: its schedules run on real tensors
+    settled(at.switch_page("pages/timeline.py").run())  # a .pt2 holds the weights: its schedules run on real tensors
     run_button(at).click().run()
     _, outcome = tensor_check_status(current_solve_key(at), wait=300)
     assert outcome.error is None and outcome.check.gradients_match
@@ -569,6 +579,7 @@ def test_the_comparison_table_has_a_mip_gap_column_when_a_solver_reports_one():
     at.session_state[state.BUDGET] = state.default_budget(graph)
     at.session_state[state.TIME_LIMIT] = 5.0
     at.switch_page("pages/schedule.py").run()
+    at.selectbox(key="w_solver").set_value("dtr").run()  # a heuristic: no bound, no gap
     at.multiselect(key="w_compare").set_value(["checkmate-milp"]).run()
     budget = at.session_state[state.BUDGET]
     for solver in (at.session_state[state.SOLVER], "checkmate-milp"):
@@ -669,7 +680,8 @@ def test_a_solve_still_queued_is_shown_as_a_job_and_the_page_draws_it_once_done(
     graph = training_chain(9 + len(page), mem=2**20)  # a graph of its own: no solve of it is kept yet
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = budget = state.default_budget(graph)
-    blocker = quick_lane().submit(("busy", page), job_functions.forever)  # the solve waits behind this
+    lane = solve_lane(at.session_state[state.SOLVER])
+    blocker = lane.submit(("busy", page), job_functions.forever)  # the solve waits behind this
     try:
         at.switch_page(page).run()
         assert not at.exception and not at.error and not at.get(drawn)
@@ -677,7 +689,7 @@ def test_a_solve_still_queued_is_shown_as_a_job_and_the_page_draws_it_once_done(
         assert any(b.proto.label == "Cancel" for b in at.button)
         assert plain(at.session_state[state.MODEL].graph.name) in sidebar_text(at)  # the app around it still works
     finally:
-        quick_lane().cancel(blocker)
+        lane.cancel(blocker)
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
     assert solve_outcome(graph, solver, budget, (), limit).schedule is not None
     at.run()
