@@ -4,7 +4,8 @@ A slider move reruns only the budget fragment (the slider, the sidebar's summary
 results depend on background work: the metrics on each solver's solve at the budget, the chart on the
 sweeps. While that work runs each part is drawn by a nested fragment that looks again every few
 tenths of a second (the metrics) or every second (the chart), showing the sweep's estimate (≈) until
-the exact schedule lands, and each job's progress with Cancel.
+the exact schedule lands, and each job's progress with Cancel. Once that work has ended the page reruns
+once, and nothing polls.
 """
 
 
@@ -83,29 +84,50 @@ def budget_panel() -> None:
     solves = solves_at(budget, solvers)
     if not get_solver(solvers[0]).searching:  # a search takes its time limit: no use waiting for it
         solves[solvers[0]].wait(SOLVE_GLANCE_SECONDS)
-    background = [*(sweep_job(graph, n, *settings(n)) for n in solvers),
-                  *([lp_bounds_job(graph, state.time_limit())] if lp_bound_wanted() else [])]
-    running = [name for name, job in solves.items() if not job.final]
-    if any(not get_solver(name).searching for name in running):
+    if quick_solves_running(budget, solvers):
         live_metrics(budget, solvers)
-    elif running:
+    elif solves_running(budget, solvers):
         searching_metrics(budget, solvers)
     else:
         settled_metrics(budget, solvers)
-    (live_chart if running or not all(job.final for job in background) else settled_chart)(budget, solvers)
+    (live_chart if work_running(budget, solvers) else settled_chart)(budget, solvers)
+
+
+def quick_solves_running(budget: int, solvers: list[str]) -> bool:
+    return any(not job.final and not get_solver(name).searching for name, job in solves_at(budget, solvers).items())
+
+
+def solves_running(budget: int, solvers: list[str]) -> bool:
+    return any(not job.final for job in solves_at(budget, solvers).values())
+
+
+def work_running(budget: int, solvers: list[str]) -> bool:
+    """Whether the chart's work runs: a solve at the budget (its star), a sweep or the LP bounds."""
+    background = [*(sweep_job(graph, n, *settings(n)) for n in solvers),
+                  *([lp_bounds_job(graph, state.time_limit())] if lp_bound_wanted() else [])]
+    return solves_running(budget, solvers) or not all(job.final for job in background)
 
 
 # Each part of the results is drawn by a fragment that looks again every so often while work behind it runs,
-# or by one that does not: the budget fragment picks, and a polling fragment it does not pick stops.
+# or by one that does not: the budget fragment picks, and a polling fragment it does not pick stops. A
+# fragment cannot stop its own polling: once the work it follows has ended it reruns the page, once, and the
+# budget fragment then picks the next one (polling more slowly, or not at all).
+
+def stop_polling_when(ended: bool) -> None:
+    if ended:
+        st.rerun()
+
 
 @safety.fragment(run_every=QUICK_POLL_SECONDS)
 def live_metrics(budget: int, solvers: list[str]) -> None:
     metrics_part(budget, solvers)
+    stop_polling_when(not quick_solves_running(budget, solvers))
 
 
 @safety.fragment(run_every=SLOW_POLL_SECONDS)
 def searching_metrics(budget: int, solvers: list[str]) -> None:
     metrics_part(budget, solvers)
+    stop_polling_when(not solves_running(budget, solvers))
 
 
 @safety.fragment
@@ -116,6 +138,7 @@ def settled_metrics(budget: int, solvers: list[str]) -> None:
 @safety.fragment(run_every=SLOW_POLL_SECONDS)
 def live_chart(budget: int, solvers: list[str]) -> None:
     chart_part(budget, solvers)
+    stop_polling_when(not work_running(budget, solvers))
 
 
 @safety.fragment

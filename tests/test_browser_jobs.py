@@ -2,14 +2,17 @@
 
 - Lanes: with checkmate-milp compared (it searches for its whole time limit on ResNet-18), a slider move
   still gets dtr's exact metrics while the MILP's row says it is solving.
-- Fragments: that slider move reruns only the budget fragment (every script run it causes is a fragment
-  run, read from the app's websocket messages).
+- Fragments: that slider move reruns only the budget fragment (every script run until its answer is a fragment
+  run, read from the app's websocket messages; once the work a polling fragment follows has ended, the page
+  reruns once so that it stops polling).
 - Cancel: a checkmate-milp sweep (six budgets, each up to the time limit) cancelled from its progress
-  bar: within 2 s the page says so and offers Retry, and the slider still answers.
+  bar: within 2 s the page says so and offers Retry, and the slider still answers (2 s on an idle machine;
+  on one whose load average is n times its cores, 2n s).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -24,6 +27,14 @@ METRICS = "[...document.querySelectorAll('[data-testid=\"stMetric\"]')].map(e =>
 MILP_ROW = ("[...document.querySelectorAll('table.remat-table tr')].map(r => r.innerText)"
             ".find(t => t.startsWith('checkmate-milp')) || ''")
 CANCEL_SECONDS = 2.0
+"""On an idle machine; on one that runs more than a process per core, in proportion (see :func:`loaded`)."""
+
+
+def loaded() -> float:
+    """How many times over the machine's cores are taken (1 at most one runnable process per core): a shared
+    machine running other work serves every step of a click (the callback, the script run, the browser's
+    redraw) that much slower."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +87,14 @@ def test_a_slider_move_gets_the_quick_answer_while_a_search_runs_and_reruns_only
     answer = page.wait_for_function(
         f"before => {{ const m = {METRICS}; return m && m !== before && !m.includes('≈') ? "
         f"[m, {MILP_ROW}] : null; }}", arg=before, timeout=RENDER_TIMEOUT_MS, polling="raf").json_value()
-    answered = time.monotonic() - pressed
+    answered_at = time.monotonic()
+    answered = answered_at - pressed
     metrics, milp_row = answer
     assert "solving" in milp_row, f"dtr answered after checkmate-milp finished: {milp_row!r}"
     assert answered < SEARCH_SECONDS / 4, f"dtr's answer took {answered:.1f} s: queued behind the search?"
     print(f"dtr's exact metrics {answered * 1e3:.0f} ms after the key press, checkmate-milp still solving")
 
-    started = [m for _, m in messages[runs_before:] if m.WhichOneof("type") == "new_session"]
+    started = [m for at, m in messages[runs_before:] if m.WhichOneof("type") == "new_session" and at <= answered_at]
     assert started and all(m.metadata.run.fragment_ids for m in started), \
         "a slider move started a full-page run; only the budget fragment should rerun"
     assert_no_error(page, "Schedule after a slider move with a search running")
@@ -90,6 +102,7 @@ def test_a_slider_move_gets_the_quick_answer_while_a_search_runs_and_reruns_only
 
 
 def test_a_long_sweep_cancelled_stops_within_2_s_and_the_page_stays_usable(app_url, page):
+    # The session of the test above: its checkmate-milp sweep (compared there) is already running.
     page.locator('[data-testid="stSelectbox"]').filter(has_text="Solver").first.click()
     page.keyboard.type("checkmate-milp")
     page.keyboard.press("Enter")
@@ -104,7 +117,8 @@ def test_a_long_sweep_cancelled_stops_within_2_s_and_the_page_stays_usable(app_u
                  has_text="Pareto sweep of checkmate-milp cancelled").wait_for(timeout=RENDER_TIMEOUT_MS)
     stopped = time.monotonic() - clicked
     print(f"the cancelled sweep said so {stopped * 1e3:.0f} ms after the click")
-    assert stopped < CANCEL_SECONDS, f"the cancelled sweep took {stopped:.1f} s to say so"
+    allowed = CANCEL_SECONDS * loaded()
+    assert stopped < allowed, f"the cancelled sweep took {stopped:.1f} s to say so (allowed {allowed:.1f} s)"
     wait_rendered(page)
     assert page.locator('[class*="st-key-schedule_sweep_checkmate-milp_retry"]').count() == 1
     assert_no_error(page, "Schedule after cancelling a sweep")
