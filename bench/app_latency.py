@@ -56,6 +56,8 @@ ANSWER = ("[...document.querySelectorAll('[data-testid=\"stMainBlockContainer\"]
 """The page's answer at the budget: the four metrics (marked ≈ while they are the sweep's estimate), or the
 warning that the budget is infeasible for the solver."""
 GOALS_MS = {"ResNet-50": 300.0, "generated": 1000.0}
+NOTES = "## Reading the numbers"
+"""The heading of the notes written by hand below the table: a new run keeps them."""
 
 
 @dataclass
@@ -276,6 +278,7 @@ def main() -> None:
     if not args.no_write:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                 text=True).stdout.strip()
+        notes = TABLE.read_text().partition(NOTES)[2] if TABLE.exists() else ""
         TABLE.write_text(
             f"# Explorer latency in the browser\n\n"
             f"Measured by `bench/app_latency.py` on {datetime.date.today().isoformat()} (commit {commit}): "
@@ -283,7 +286,7 @@ def main() -> None:
             f"(PageDown, each to a budget not solved before) after the model's sweep was done. *metrics*: from the "
             f"key press until the page shows new metrics (the sweep's estimate, marked ≈, or the exact result); "
             f"*exact metrics*: until the simulated schedule at that budget is shown. The default solver, default "
-            f"time limit.\n\nMachine: {where}.\n\n{text}\n")
+            f"time limit.\n\nMachine: {where}.\n\n{text}\n" + (f"\n{NOTES}{notes}" if notes else ""))
         print(f"written to {TABLE.relative_to(ROOT)}")
 
 
