@@ -48,10 +48,11 @@ def background_workers():
 
 
 def app(page: str | None = None) -> AppTest:
+    """The app on its default model, on ``page`` once the session's solve there has ended."""
     at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()
     assert not at.exception, at.exception
     if page is not None:
-        at.switch_page(page).run()
+        settled(at.switch_page(page).run())
     return at
 
 
@@ -368,7 +369,7 @@ def test_generating_a_graph_replaces_the_model():
 def test_the_timeline_page_shows_what_is_resident_at_a_step():
     at = app()
     at.session_state[state.BUDGET] = 10**12
-    at.switch_page("pages/timeline.py").run()
+    settled(at.switch_page("pages/timeline.py").run())
     assert not at.exception
     frames = json.loads(at.get("plotly_chart")[0].proto.spec)["frames"]
     assert frames
@@ -408,7 +409,7 @@ def run_button(at: AppTest):
 
 
 def test_the_timeline_runs_the_schedule_on_real_tensors_and_overlays_the_real_memory():
-    at = settled(app("pages/timeline.py"))
+    at = app("pages/timeline.py")
     assert not run_button(at).disabled
     run_button(at).click().run()
     assert not at.exception and not at.error
@@ -438,7 +439,7 @@ def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_sched
     at = app()
     at.session_state[state.MODEL] = model
     at.session_state[state.BUDGET] = state.default_budget(graph)
-    at.switch_page("pages/timeline.py").run()
+    settled(at.switch_page("pages/timeline.py").run())
     budget, solver = at.session_state[state.BUDGET], at.session_state[state.SOLVER]
     run_button(at).click().run()
     _, outcome = tensor_check_status(current_solve_key(at), wait=300)
@@ -456,7 +457,7 @@ def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_sched
 def test_a_graph_read_from_a_file_cannot_run_on_real_tensors():
     at = app("pages/model.py")
     upload(at, "mine.json", json.dumps(training_chain(7, mem=2**20).to_json()).encode())
-    at.switch_page("pages/timeline.py").run()
+    settled(at.switch_page("pages/timeline.py").run())
     assert not at.exception and run_button(at).disabled
     assert any("No model behind this graph" in c.value for c in at.caption)
     assert tensor_check_status(current_solve_key(at)) == (False, None)
