@@ -15,7 +15,7 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 from . import state
-from .jobs.runner import exact_sweep_runner, solve_runner, sweep_runner
+from .jobs.runner import start_lanes
 from .safety import contained, show_callback_failure
 from .state import url
 from .state.models import default_model
@@ -31,7 +31,7 @@ def frame(schedule_summary: bool = True) -> None:
     ``schedule_summary=False`` leaves the sidebar's budget and solver block to the page.
     """
     st.set_page_config(page_title="Remat Explorer", page_icon=":material/memory:", layout="wide")
-    solve_runner(), sweep_runner(), exact_sweep_runner()  # start the workers early: they take a while to start
+    start_lanes()  # start the workers early: they take a while to start
     with contained("opening the link"):
         url.open_link(default_model)
         url.show_problems()

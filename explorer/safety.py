@@ -54,14 +54,16 @@ def contained(where: str) -> Iterator[None]:
         show_failure(where, type(error).__name__, first_line(error), _traceback(error))
 
 
-def fragment(function: Callable | None = None, *, run_every: float | str | None = None) -> Callable:
-    """``st.fragment`` (same ``run_every``) whose body runs inside :func:`contained`; use it for every fragment."""
+def fragment(function: Callable | None = None, *, run_every: float | str | None = None,
+             key: str | None = None) -> Callable:
+    """``st.fragment`` (same ``run_every`` and ``key``: ``st.rerun(key)`` reruns it) whose body runs inside
+    :func:`contained`; use it for every fragment."""
     def decorate(body: Callable) -> Callable:
         @functools.wraps(body)
         def guarded(*args: Any, **kwargs: Any) -> None:
             with contained(f"this part of the page ({body.__name__})"):
                 body(*args, **kwargs)
-        return st.fragment(guarded, run_every=run_every)
+        return st.fragment(guarded, run_every=run_every, key=key)
     return decorate(function) if function is not None else decorate
 
 

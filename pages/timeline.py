@@ -100,4 +100,4 @@ if total:
 else:
     what = "recomputed" if choice.recomputed_only else "computed"
     st.info(f"This schedule has no {what} tensor" + (f" in {plain(choice.module)}." if choice.module else "."))
-schedule_download(schedule, key="timeline_download")
+schedule_download(outcome, graph.name, solver, budget, key="timeline_download")

@@ -109,7 +109,7 @@ if status.curve is None:
     st.info(f"Waiting for the sweep of {plain(solver)} ({status.done} of {status.total} budgets)…")
 else:
     grid = [p.budget for p in status.curve.points]
-    run = not get_solver(solver).exact or st.button("Find it (solves a few more budgets)", key="why_find_once")
+    run = not get_solver(solver).searching or st.button("Find it (solves a few more budgets)", key="why_find_once")
     if run:
         try:
             with st.spinner(f"Solving {plain(solver)} at a few budgets to find where it stops recomputing this…",

@@ -2,6 +2,7 @@
 
 import base64
 import csv
+import html
 import io
 import json
 import re
@@ -13,16 +14,15 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
+import job_functions
 from test_import import onnx_convnet
 from test_pt2_safety import ATTACKS, exported_linear, with_records
 
 from explorer import learn, state
 from explorer.figures.decompositions import decomposition
-from explorer.jobs import waiting
-from explorer.jobs.results import (WAIT_MARGIN_SECONDS, best_possible, options_key, solve_key, solve_outcome,
-                                   solve_wait_seconds, sweep_status, tensor_check_status)
-from explorer.jobs.runner import stop_background_work
-from explorer.jobs.worker import lp_bound_job, portable
+from explorer.jobs.results import best_possible, options_key, solve_key, solve_outcome, sweep_status, tensor_check_status
+from explorer.jobs.runner import solve_lane, stop_background_work
+from explorer.jobs.worker import lp_bound
 from explorer.pages import PAGES
 from explorer.state import models, zoo
 from explorer.state.models import default_model
@@ -48,10 +48,11 @@ def background_workers():
 
 
 def app(page: str | None = None) -> AppTest:
+    """The app on its default model, on ``page`` once the session's solve there has ended."""
     at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()
     assert not at.exception, at.exception
     if page is not None:
-        at.switch_page(page).run()
+        settled(at.switch_page(page).run())
     return at
 
 
@@ -85,15 +86,24 @@ def test_moving_the_budget_slider_changes_the_metrics_and_the_sidebar():
     at = app("pages/schedule.py")
     slider = at.slider(key="w_budget")
     first_budget = at.session_state[state.BUDGET]
-    shown = texts(at)
-    slider.set_value(slider.max).run()
+    shown = texts(solved(at))
+    solved(slider.set_value(slider.max).run())
     assert not at.exception
     top_budget = at.session_state[state.BUDGET]
     assert top_budget > first_budget and texts(at) != shown
     assert any(m.label.endswith("Peak memory") for m in at.metric)
     assert format_bytes(top_budget) in sidebar_text(at)
-    at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
+    solved(at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run())
     assert not at.exception and texts(at) != texts_at_top(at, top_budget)
+
+
+def solved(at: AppTest) -> AppTest:
+    """Rerun once the session solver's solve at the session's budget has ended (as the page's poll would)."""
+    session = at.session_state
+    solver = session[state.SOLVER]
+    solve_outcome(session[state.MODEL].graph, solver, session[state.BUDGET],
+                  options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
+    return at.run()
 
 
 def texts_at_top(at: AppTest, budget: int) -> list[str]:
@@ -101,7 +111,7 @@ def texts_at_top(at: AppTest, budget: int) -> list[str]:
     fresh = app()
     fresh.session_state[state.BUDGET] = budget
     fresh.switch_page("pages/schedule.py").run()
-    return texts(fresh)
+    return texts(solved(fresh))
 
 
 def test_the_slider_goes_from_under_the_lower_bound_to_over_the_peak():
@@ -141,11 +151,11 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
     smallest = sweep_status(graph, solver, (), limit, wait=120).curve.smallest_feasible()
     assert memory_lower_bound(graph) <= smallest < checkpoint_all_peak(graph)  # below what the solve itself knows
-    at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run()
+    settled(at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run())
     assert not at.exception and not at.metric
     warning = at.warning[0].value
     assert "infeasible" in warning
-    assert f"The smallest feasible budget it knows is **{format_bytes(smallest)}**" in warning
+    assert f"It fits at **{format_bytes(smallest)}**" in warning
     next(b for b in at.button if b.proto.label == f"Use {format_bytes(smallest)}").click().run()
     assert at.session_state[state.BUDGET] == smallest
     assert solve_outcome(graph, solver, smallest, (), limit).schedule is not None
@@ -201,7 +211,7 @@ def test_node_names_that_look_like_markdown_are_shown_as_typed_on_the_why_page()
     at = app()
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = (memory_lower_bound(graph) + checkpoint_all_peak(graph)) // 2
-    at.switch_page("pages/why.py").run()
+    settled(at.switch_page("pages/why.py").run())
     assert not at.exception
     described = [m.value for m in at.markdown if "computation of" in m.value]
     assert described and any(plain(name) in text for name in MARKDOWN_NAMES for text in described)
@@ -240,8 +250,9 @@ def test_switching_solver_works(solver):
         # Neither gets under the checkpoint-all peak of a chain (torch's partitioner recomputes what it drops in
         # one go in the backward): infeasible, and each says where it fits
         assert outcome.schedule is None and not at.metric
-        assert f"smallest feasible budget it knows is **{format_bytes(checkpoint_all_peak(graph))}**" in \
-            at.warning[0].value
+        warning = at.warning[0].value  # where it fits once its sweep confirmed it, else where it says it fits
+        assert f"fits at **{format_bytes(checkpoint_all_peak(graph))}**" in warning or \
+            f"it names **{format_bytes(checkpoint_all_peak(graph))}** as feasible" in warning
     else:
         metrics = {m.label: m.value for m in at.metric}
         assert metrics["Peak memory"] == format_bytes(outcome.schedule.stats["peak"])
@@ -359,7 +370,7 @@ def test_generating_a_graph_replaces_the_model():
 def test_the_timeline_page_shows_what_is_resident_at_a_step():
     at = app()
     at.session_state[state.BUDGET] = 10**12
-    at.switch_page("pages/timeline.py").run()
+    settled(at.switch_page("pages/timeline.py").run())
     assert not at.exception
     frames = json.loads(at.get("plotly_chart")[0].proto.spec)["frames"]
     assert frames
@@ -368,6 +379,16 @@ def test_the_timeline_page_shows_what_is_resident_at_a_step():
     resident = at.dataframe[0].value
     graph = at.session_state[state.MODEL].graph
     assert len(resident) == sum(graph.pinned) + 1  # the pinned tensors and the first activation
+
+
+def settled(at: AppTest) -> AppTest:
+    """The page run again once the session's solve at its budget has ended (a searching solver's, such as
+    auto's, is not waited for by the page)."""
+    session = at.session_state
+    solver = session[state.SOLVER]
+    solve_outcome(session[state.MODEL].graph, solver, session[state.BUDGET],
+                  options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
+    return at.run()
 
 
 def current_solve_key(at: AppTest) -> tuple:
@@ -419,7 +440,7 @@ def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_sched
     at = app()
     at.session_state[state.MODEL] = model
     at.session_state[state.BUDGET] = state.default_budget(graph)
-    at.switch_page("pages/timeline.py").run()
+    settled(at.switch_page("pages/timeline.py").run())
     budget, solver = at.session_state[state.BUDGET], at.session_state[state.SOLVER]
     run_button(at).click().run()
     _, outcome = tensor_check_status(current_solve_key(at), wait=300)
@@ -437,7 +458,7 @@ def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_sched
 def test_a_graph_read_from_a_file_cannot_run_on_real_tensors():
     at = app("pages/model.py")
     upload(at, "mine.json", json.dumps(training_chain(7, mem=2**20).to_json()).encode())
-    at.switch_page("pages/timeline.py").run()
+    settled(at.switch_page("pages/timeline.py").run())
     assert not at.exception and run_button(at).disabled
     assert any("No model behind this graph" in c.value for c in at.caption)
     assert tensor_check_status(current_solve_key(at)) == (False, None)
@@ -531,7 +552,7 @@ def test_a_pt2_export_is_traced_not_executed_as_code():
     assert not at.exception and not at.error
     graph = at.session_state[state.MODEL].graph
     assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
-    at.switch_page("pages/timeline.py").run()  # a .pt2 holds the weights: its schedules run on real tensors
+    settled(at.switch_page("pages/timeline.py").run())  # a .pt2 holds the weights: its schedules run on real tensors
     run_button(at).click().run()
     _, outcome = tensor_check_status(current_solve_key(at), wait=300)
     assert outcome.error is None and outcome.check.gradients_match
@@ -542,7 +563,7 @@ def test_best_possible_line_bounds_the_solvers_from_below():
     assert isinstance(best_possible(graph, 10.0), list)  # the LPs run in the sweep worker, queued
     bounds = {}
     for budget in sweep_budgets(graph, 6):
-        bounds[budget] = overhead = lp_bound_job(portable(graph), budget, 10.0)  # the worker's job, run here
+        bounds[budget] = overhead = lp_bound(graph, budget, 10.0)  # what the worker's job computes, run here
         assert overhead is not None and overhead >= -1e-9
         for solver in ("checkpoint-all", "dtr", "checkmate-lp"):
             outcome = solve_outcome(graph, solver, budget, (), 10.0)
@@ -559,21 +580,35 @@ def test_the_comparison_table_has_a_mip_gap_column_when_a_solver_reports_one():
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = state.default_budget(graph)
     at.session_state[state.TIME_LIMIT] = 5.0
-    at.session_state[state.SOLVER] = "rotor"  # reports no gap (auto, the default, reports its MILP's)
     at.switch_page("pages/schedule.py").run()
+    at.selectbox(key="w_solver").set_value("dtr").run()  # a heuristic: no bound, no gap
     at.multiselect(key="w_compare").set_value(["checkmate-milp"]).run()
     budget = at.session_state[state.BUDGET]
     for solver in (at.session_state[state.SOLVER], "checkmate-milp"):
         solve_outcome(graph, solver, budget, (), 5.0)  # wait for both exact results
     at.run()
     assert not at.exception
-    table = at.dataframe[0].value
-    gaps = dict(zip(table["solver"], table["MIP gap"]))
-    assert gaps == {at.session_state[state.SOLVER]: "—", "checkmate-milp": "0% (optimal)"}
+    table = comparison_table_rows(at)
+    gaps = {row["solver"]: row["MIP gap"] for row in table}
+    assert gaps == {at.session_state[state.SOLVER]: ("—", f"{at.session_state[state.SOLVER]} is a heuristic: it "
+                                                           f"proves no bound, so it reports no gap"),
+                    "checkmate-milp": ("0% (optimal)", None)}
     at.multiselect(key="w_compare").set_value(["lru"]).run()
     solve_outcome(graph, "lru", budget, (), 5.0)
     at.run()
-    assert "MIP gap" not in at.dataframe[0].value.columns
+    assert "MIP gap" not in comparison_table_rows(at)[0]
+
+
+def comparison_table_rows(at: AppTest) -> list[dict]:
+    """The Schedule page's comparison table: per row, the solver's name and each other column's (text, tooltip)."""
+    table = next(m.value for m in at.markdown if 'class="remat-table"' in m.value)
+    header = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table)
+    rows = []
+    for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1]):
+        cells = [(text, html.unescape(title) if title else None)
+                 for title, text in re.findall(r'<td(?: title="([^"]*)")?[^>]*>(.*?)</td>', row)]
+        rows.append({name: cell[0] if name == "solver" else cell for name, cell in zip(header, cells)})
+    return rows
 
 
 def download_labels(at: AppTest) -> set[str]:
@@ -642,24 +677,23 @@ def test_the_slider_marks_use_the_colours_of_the_pareto_chart_lines():
 
 
 @pytest.mark.parametrize("page, drawn", [("pages/timeline.py", "plotly_chart"), ("pages/why.py", "metric")])
-def test_a_solve_still_running_after_its_time_limit_is_said_and_the_page_draws_it_once_done(monkeypatch, page,
-                                                                                             drawn):
-    real = waiting.solve_outcome
-    asked = []
-
-    def still_running(graph, solver, budget, options, time_limit, wait=None):
-        asked.append(wait)
-        return None  # as a solve queued behind others, or slower than its limit, would be
-
+def test_a_solve_still_queued_is_shown_as_a_job_and_the_page_draws_it_once_done(page, drawn):
     at = app()
-    monkeypatch.setattr(waiting, "solve_outcome", still_running)
-    at.switch_page(page).run()
-    assert not at.exception and not at.error and not at.get(drawn)
-    limit = at.session_state[state.TIME_LIMIT]
-    assert max(asked) == solve_wait_seconds(limit) == limit + WAIT_MARGIN_SECONDS  # never the 900 s of old
-    assert any("is still solving after" in i.value and f"time limit is {limit:g} s" in i.value for i in at.info)
-    assert plain(at.session_state[state.MODEL].graph.name) in sidebar_text(at)  # the app around it still works
-    monkeypatch.setattr(waiting, "solve_outcome", real)
+    graph = training_chain(9 + len(page), mem=2**20)  # a graph of its own: no solve of it is kept yet
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.BUDGET] = budget = state.default_budget(graph)
+    lane = solve_lane(at.session_state[state.SOLVER])
+    blocker = lane.submit(("busy", page), job_functions.forever)  # the solve waits behind this
+    try:
+        at.switch_page(page).run()
+        assert not at.exception and not at.error and not at.get(drawn)
+        assert any("queued behind other work" in c.value for c in at.caption)
+        assert any(b.proto.label == "Cancel" for b in at.button)
+        assert plain(at.session_state[state.MODEL].graph.name) in sidebar_text(at)  # the app around it still works
+    finally:
+        lane.cancel(blocker)
+    solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
+    assert solve_outcome(graph, solver, budget, (), limit).schedule is not None
     at.run()
-    assert not at.exception and not any("is still solving" in i.value for i in at.info)
+    assert not at.exception and not any("queued" in c.value for c in at.caption)
     assert at.get(drawn)

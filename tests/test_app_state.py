@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import state
+from explorer.jobs.results import solve_outcome
 from explorer.jobs.runner import stop_background_work
 from explorer.pages import PAGES
 from explorer.safety import CALLBACK_FAILURE
@@ -422,8 +423,10 @@ def test_a_failing_fragment_is_contained_in_it(monkeypatch):
     monkeypatch.setattr("explorer.widgets.metrics.schedule_metrics", broken)
     monkeypatch.setattr("explorer.widgets.metrics.estimate_metrics", broken)
     at = opened({"budget": "100%"}, "pages/schedule.py")
-    at.run()  # the solve at the peak is quick: its metrics now draw (and fail)
-    assert_contained(at, "this part of the page (budget_and_results)")
+    solve_outcome(at.session_state[state.MODEL].graph, at.session_state[state.SOLVER], at.session_state[state.BUDGET],
+                  (), at.session_state[state.TIME_LIMIT])  # waited for: its metrics now draw (and fail)
+    at.run()
+    assert_contained(at, "this part of the page (settled_metrics)")
     assert at.title[0].value == "Schedule"
 
 

@@ -278,18 +278,18 @@ def test_no_store_neither_reads_nor_writes(tmp_path, graph_file):
 
 
 def test_a_solve_in_the_cli_is_read_by_the_explorer_and_the_reverse(tmp_path, graph_file, graph, monkeypatch):
-    from explorer.jobs.worker import outcome_job, portable
+    from explorer.jobs.worker import solve_graph
 
     path = tmp_path / "results.sqlite"
     monkeypatch.setenv("REMAT_STORE", str(path))
     peak = checkpoint_all_peak(graph)
     out = run("solve", graph_file, "-b", "60%", "-s", "rotor", "-o", tmp_path / "cli.json")
     assert out.returncode == 0 and "from the results store" not in out.stderr
-    in_app = outcome_job(portable(graph), "rotor", int(peak * 0.6), (), None)
+    in_app = solve_graph(graph, "rotor", int(peak * 0.6), (), None)
     assert in_app.schedule.solver_info[FROM_STORE] is True
     assert [list(op) for op in in_app.schedule.ops] == json.loads((tmp_path / "cli.json").read_text())["ops"]
 
-    fresh = outcome_job(portable(graph), "dtr", int(peak * 0.7), (), None)
+    fresh = solve_graph(graph, "dtr", int(peak * 0.7), (), None)
     assert FROM_STORE not in fresh.schedule.solver_info
     out = run("solve", graph_file, "-b", "70%", "-s", "dtr", "-o", tmp_path / "cli2.json")
     assert out.returncode == 0 and "from the results store" in out.stderr

@@ -160,8 +160,31 @@ def test_pareto_figure_marks_bounds_budget_and_current_results():
     assert shapes["budget"].x0 == shapes["checkpoint-all peak"].x0 == peak / 2**20
     assert shapes["lower bound"].x0 == memory_lower_bound(graph) / 2**20
     names = [t.name for t in fig.data]
-    assert names == ["checkpoint-all", "checkpoint-all at budget"]
-    assert list(fig.data[0].x) == [peak / 2**20]  # the only feasible point
+    assert names == ["checkpoint-all", "checkpoint-all (each solve)", "checkpoint-all at budget"]
+    assert list(fig.data[0].x) == list(fig.data[1].x) == [peak / 2**20]  # the only feasible point
+
+
+def test_pareto_line_is_the_lower_envelope_and_the_markers_are_the_raw_points():
+    overheads = [0.5, 0.2, 0.3, 0.25, 0.0]  # the third and fourth budgets' own solves cost more than the second's
+    points = tuple(CurvePoint(100 * (k + 1), True, 90 * (k + 1), 10.0 * (1 + o), o, {}, 0.1)
+                   for k, o in enumerate(overheads))
+    curve = ParetoCurve("jumpy", {}, points, base_cost=10.0)
+    assert [p.overhead for p in curve.envelope()] == [0.5, 0.2, 0.2, 0.2, 0.0]
+    fig = pareto_figure([curve], lower_bound=50, checkpoint_all_peak=500)
+    line, markers = fig.data[0], fig.data[1]
+    assert line.name == "jumpy" and line.mode == "lines" and markers.mode == "markers"
+    assert list(line.y) == pytest.approx([50.0, 20.0, 20.0, 20.0, 0.0])
+    assert list(markers.y) == pytest.approx([100 * o for o in overheads])
+    assert all(a >= b for a, b in zip(line.y, line.y[1:]))  # more memory never costs more on the line
+    assert all(m >= l - 1e-9 for m, l in zip(markers.y, line.y))  # every point on or above its line
+
+
+def test_the_envelope_leaves_out_infeasible_points_and_keeps_ties_at_the_smaller_budget():
+    points = (CurvePoint(100, False), CurvePoint(200, True, 150, 12.0, 0.2, {}, 0.1),
+              CurvePoint(300, True, 160, 12.0, 0.2, {}, 0.1))
+    curve = ParetoCurve("ties", {}, points, base_cost=10.0)
+    assert [p.budget for p in curve.envelope()] == [200, 200]
+    assert ParetoCurve("none", {}, (CurvePoint(100, False),), base_cost=1.0).envelope() == ()
 
 
 def test_pareto_figure_draws_a_reported_cost_lower_bound_as_best_possible():
@@ -232,7 +255,7 @@ def test_pareto_figure_on_a_log_axis_leaves_out_zero_overheads_and_says_so():
                         current={"chen-greedy": 0.0}, log_y=True)
     assert linear.layout.yaxis.type != "log" and log.layout.yaxis.type == "log"
     positive = [100 * p.overhead for p in curve.feasible_points if p.overhead > 0]
-    assert list(log.data[0].y) == positive and len(linear.data[0].y) == len(curve.feasible_points)
+    assert list(log.data[1].y) == positive and len(linear.data[1].y) == len(curve.feasible_points)
     assert "chen-greedy at budget" not in {t.name for t in log.data}  # its star is at 0 %
     notes = [a.text for a in log.layout.annotations]
     assert "0% overheads (no recomputation) lie off a log axis" in notes

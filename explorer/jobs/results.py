@@ -1,165 +1,304 @@
-"""Solves, sweeps, LP bounds and runs on real tensors, as jobs in the workers, kept by key.
+"""Solves, sweeps, LP bounds and runs on real tensors as jobs in the lanes, kept by key; and "fits at".
 
-Results are kept by (the graph's content hash, solver, budget, options, time limit), so that a page
-can show an estimate while an exact solve runs and every page and session shares them. A sweep is
-one job per budget, so its progress is the number of finished points.
+Results are kept by (the graph's content hash, solver, budget, options, time limit), so that every
+page and session shares them. A solve asked for by the budget slider is submitted with
+``latest=True``: it supersedes the queued solves of the same model, solver and settings (only the
+latest slider position is computed). A sweep is one job whose progress is the budgets it has
+solved; its points arrive one by one, so the Pareto chart and the estimates grow as it runs.
+
+Every job has a time limit (the solver's, per step, plus :data:`JOB_MARGIN_SECONDS`) and a heartbeat
+allowance (the solver's time limit plus :data:`STEP_MARGIN_SECONDS`): a step that runs on past it
+stops the worker's heartbeat, and 30 s later the job is shown as stalled.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from remat_core import ComputeGraph, RematError, Schedule, get_solver
+from remat_core import ComputeGraph, Schedule, get_solver
 from remat_core.analysis import ParetoCurve, sweep_budgets
+from remat_core.graph import format_bytes
 from remat_core.schedule import checkpoint_all_cost, simulation_of
 
 from ..state import Model
-from .runner import (LONGEST_WAIT_SECONDS, exact_sweep_runner, execute_runner, job_result, solve_runner,
-                     sweep_runner)
-from .worker import CheckOutcome, Outcome, lp_bound_job, outcome_job, portable, sweep_point_job, tensor_check_job
+from . import worker
+from .job import Job, JobState
+from .runner import search_sweep_lane, solve_lane, solver_sweep_lane, torch_lane
+from .worker import CheckOutcome, Outcome, portable
 
 SWEEP_POINTS = 14
-EXACT_SWEEP_POINTS = 6
-"""Exact solvers take seconds per budget: their curves get fewer points."""
+SEARCH_SWEEP_POINTS = 6
+"""Searching solvers take seconds per budget: their curves get fewer points."""
 SWEEP_WAIT_SECONDS = 2.0
-"""A page waits this long for a sweep before showing its progress and polling instead."""
-WAIT_MARGIN_SECONDS = 10.0
-"""A page waiting on a solve gives it its time limit plus this (queueing behind other solves, simulating,
-sending the schedule back) before saying it is still running."""
-SOLVE_WAIT_SECONDS = 0.15
-"""The Schedule page waits this long for the exact solve at a new budget before showing the sweep's
-estimate and polling for the exact result."""
+""":func:`sweep_status` waits this long by default before reporting how far a sweep got."""
+STEP_MARGIN_SECONDS = 10.0
+"""The heartbeat vouches for a step this long beyond the solver's time limit."""
+JOB_MARGIN_SECONDS = 60.0
+"""A job may run this long per step beyond the solver's time limit (rebuilding the graph, simulating,
+a heuristic that ignores the time limit) before its lane stops it."""
+LONGEST_WAIT_SECONDS = 900.0
+"""``solve_outcome(wait=None)`` gives up after this long (a job queued behind many others)."""
+TENSOR_RUN_SECONDS = 900.0
+"""A run on real tensors (starting PyTorch, tracing the model, running it op by op) is stopped after this."""
 
-__all__ = ["Outcome", "SOLVE_WAIT_SECONDS", "SolveStillRunning", "SweepStatus", "best_possible", "computes_at",
-           "options_key", "solve_outcome", "solve_wait_seconds", "start_tensor_check", "sweep_status",
-           "tensor_check_status"]
+__all__ = ["FitsAt", "Outcome", "SolveStillRunning", "SweepStatus", "best_possible", "computes_at", "fits_at",
+           "lp_bounds_job", "options_key", "outcome_of", "solve_job", "solve_key", "solve_outcome",
+           "start_tensor_check", "sweep_grid", "sweep_job", "sweep_status", "tensor_check_job", "tensor_check_status"]
+
+Options = tuple[tuple[str, Any], ...]
 
 
-def options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+def options_key(options: dict[str, Any]) -> Options:
     """Options as a sorted tuple: hashable, and equal for equal choices."""
     return tuple(sorted(options.items()))
 
 
-def solve_key(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None) -> tuple:
+def solve_key(graph: ComputeGraph, solver: str, budget: int, options: Options, time_limit: float | None) -> tuple:
     """What a solve's result is kept under: the graph's content hash, the solver, budget, options and time limit."""
     return graph.content_hash, solver, int(budget), options, time_limit
 
 
-def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None,
-                  wait: float | None = None) -> Outcome | None:
+def _setting(graph: ComputeGraph, solver: str, options: Options, time_limit: float | None) -> tuple:
+    """One solver at one setting on one graph: a supersede group, and what "fits at" is known for."""
+    return graph.content_hash, solver, options, time_limit
+
+
+def _limits(time_limit: float | None, steps: int = 1) -> dict[str, float]:
+    limit = time_limit or 0.0
+    return {"time_limit": steps * (limit + JOB_MARGIN_SECONDS), "step_allowance": limit + STEP_MARGIN_SECONDS}
+
+
+# -- "fits at": the smallest budget at which a solver's schedule was confirmed ------------------------
+
+@dataclass(frozen=True)
+class FitsAt:
+    """The smallest budget at which the simulator confirmed a schedule of one solver, and that schedule's peak."""
+
+    budget: int
+    peak: int
+
+    def __str__(self) -> str:
+        return format_bytes(self.budget)
+
+
+_confirmed: dict[tuple, FitsAt] = {}
+_confirmed_lock = threading.Lock()
+
+
+def _confirm(setting: tuple, budget: int, peak: int) -> None:
+    with _confirmed_lock:
+        known = _confirmed.get(setting)
+        if known is None or budget < known.budget:
+            _confirmed[setting] = FitsAt(budget, peak)
+
+
+def _confirm_outcome(setting: tuple, budget: int, outcome: Outcome) -> None:
+    if outcome.feasible:
+        _confirm(setting, budget, outcome.stats["peak"])
+
+
+def _confirm_points(setting: tuple, points) -> None:
+    for point in points:
+        if point.feasible:
+            _confirm(setting, point.budget, point.peak)
+
+
+def fits_at(graph: ComputeGraph, solver: str, options: Options, time_limit: float | None) -> FitsAt | None:
+    """Where ``solver`` fits: the smallest budget at which one of its schedules (a solve, or a sweep's point,
+    finished or still arriving) was confirmed by the simulator; None while none is known.
+
+    What every page says "fits at" means. A budget a solver only *names* as feasible when it refuses
+    another (``Outcome.smallest_feasible``) is its claim, not a confirmed schedule, and is not counted.
+    """
+    setting = _setting(graph, solver, options, time_limit)
+    sweep = solver_sweep_lane(solver).find(_sweep_key(graph, solver, options, time_limit))
+    if sweep is not None:
+        _confirm_points(setting, list(sweep.partial))
+    with _confirmed_lock:
+        return _confirmed.get(setting)
+
+
+# -- solves ------------------------------------------------------------------------------------------
+
+def solve_job(graph: ComputeGraph, solver: str, budget: int, options: Options, time_limit: float | None,
+              latest: bool = False) -> Job:
+    """The job of one solve (started unless it is kept). ``latest``: it supersedes the queued solves of this
+    solver at this setting on this graph (the slider's newest position wins)."""
+    setting = _setting(graph, solver, options, time_limit)
+    return solve_lane(solver).submit(
+        solve_key(graph, solver, budget, options, time_limit), worker.solve_job, solver, int(budget), options,
+        time_limit, graph=portable(graph), label=f"{solver} at {format_bytes(budget)}",
+        group=setting if latest else None, on_done=partial(_confirm_outcome, setting, int(budget)),
+        **_limits(time_limit))
+
+
+def outcome_of(job: Job) -> Outcome | None:
+    """A solve job's outcome: its result once done, why there is none once it ended otherwise, None meanwhile."""
+    if not job.final:
+        return None
+    if job.state is JobState.DONE:
+        return job.result
+    return Outcome(error=f"the solve {job.describe_end()}")
+
+
+def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: Options, time_limit: float | None,
+                  wait: float | None = None, latest: bool = False) -> Outcome | None:
     """The solve at ``budget``, computed once in the background and kept.
 
-    ``wait=None`` blocks until it is done (an error outcome after :data:`LONGEST_WAIT_SECONDS`); a
-    number waits at most that many seconds and returns None if the solve is still running (the
-    Schedule page then shows the sweep's estimate).
+    ``wait=None`` blocks until it has ended (an error outcome after :data:`LONGEST_WAIT_SECONDS`); a
+    number waits at most that many seconds and returns None if it is still queued or running.
     """
-    key = solve_key(graph, solver, budget, options, time_limit)
-    job = solve_runner().submit(key, outcome_job, portable(graph), solver, int(budget), options, time_limit)
-    outcome = job_result(job, wait)
+    job = solve_job(graph, solver, budget, options, time_limit, latest=latest)
+    job.wait(LONGEST_WAIT_SECONDS if wait is None else max(wait, 0.0))
+    outcome = outcome_of(job)
     if outcome is None and wait is None:
-        return Outcome(error=f"the solve did not finish within {LONGEST_WAIT_SECONDS:.0f} s (its worker may have "
-                             f"stopped); reload the page to start a fresh one, or set a shorter time limit")
+        return Outcome(error=f"the solve did not finish within {LONGEST_WAIT_SECONDS:.0f} s (it is queued behind "
+                             f"other work); look again later, or set a shorter time limit")
     return outcome
 
 
-def solve_wait_seconds(time_limit: float | None) -> float:
-    """How long a page waits for one solve: its time limit plus :data:`WAIT_MARGIN_SECONDS`."""
-    return (time_limit or 0.0) + WAIT_MARGIN_SECONDS
-
-
 class SolveStillRunning(Exception):
-    """A solve waited for :func:`solve_wait_seconds` is still running (queued, or slower than its limit)."""
+    """A solve asked for by :func:`computes_at` has not ended within its time limit plus a margin."""
 
 
-def computes_at(graph: ComputeGraph, solver: str, tensor: str, options: tuple, time_limit: float | None):
+def computes_at(graph: ComputeGraph, solver: str, tensor: str, options: Options, time_limit: float | None):
     """``budget -> how many times the solver computes tensor`` (None: infeasible), through the kept solves.
 
-    Raises :class:`SolveStillRunning` when a solve is not done within :func:`solve_wait_seconds`.
+    Raises :class:`SolveStillRunning` when a solve has not ended within its time limit plus
+    :data:`STEP_MARGIN_SECONDS`.
     """
     def count(budget: int) -> int | None:
-        outcome = solve_outcome(graph, solver, int(budget), options, time_limit, wait=solve_wait_seconds(time_limit))
+        outcome = solve_outcome(graph, solver, int(budget), options, time_limit,
+                                wait=(time_limit or 0.0) + STEP_MARGIN_SECONDS)
         if outcome is None:
-            raise SolveStillRunning(f"the solve at {int(budget):,} bytes is still running")
+            raise SolveStillRunning(f"the solve at {format_bytes(budget)} is still running")
         if outcome.schedule is None:
             return None
         return simulation_of(outcome.schedule).compute_counts.get(tensor, 0)
     return count
 
 
+# -- sweeps and LP bounds --------------------------------------------------------------------------------
+
+def _sweep_key(graph: ComputeGraph, solver: str, options: Options, time_limit: float | None) -> tuple:
+    return graph.content_hash, "sweep", solver, options, time_limit
+
+
+def sweep_grid(graph: ComputeGraph, solver: str) -> list[int]:
+    """The budgets a sweep of ``solver`` solves (fewer for a searching solver)."""
+    return sweep_budgets(graph, SEARCH_SWEEP_POINTS if get_solver(solver).searching else SWEEP_POINTS)
+
+
+def sweep_job(graph: ComputeGraph, solver: str, options: Options, time_limit: float | None) -> Job:
+    """The job of ``solver``'s Pareto sweep on ``graph`` (started unless it is kept)."""
+    budgets = tuple(sweep_grid(graph, solver))
+    setting = _setting(graph, solver, options, time_limit)
+    return solver_sweep_lane(solver).submit(
+        _sweep_key(graph, solver, options, time_limit), worker.sweep_job, solver, budgets, options, time_limit,
+        graph=portable(graph), label=f"Pareto sweep of {solver}", total=len(budgets),
+        on_done=partial(_confirm_points, setting), **_limits(time_limit, len(budgets)))
+
+
 @dataclass(frozen=True)
 class SweepStatus:
-    """Where a sweep stands: its curve once done, else how many of its budgets are solved; ``error`` if one failed."""
+    """Where a sweep stands.
+
+    Attributes
+    ----------
+    curve : ParetoCurve or None
+        The whole curve, once the sweep is done.
+    partial : ParetoCurve or None
+        The points solved so far (all of them once done; None before the first).
+    done, total : int
+        Budgets solved, of how many.
+    error : str or None
+        Why the sweep ended without a curve (a solve failed, it was cancelled or stopped).
+    job : Job
+    """
 
     curve: ParetoCurve | None
+    partial: ParetoCurve | None
     done: int
     total: int
-    error: str | None = None
+    error: str | None
+    job: Job
 
 
-def sweep_status(graph: ComputeGraph, solver: str, options: tuple, time_limit: float | None,
+def _curve(solver: str, options: Options, graph: ComputeGraph, points) -> ParetoCurve | None:
+    if not points:
+        return None
+    return ParetoCurve(solver=solver, options=dict(options), points=tuple(sorted(points, key=lambda p: p.budget)),
+                       base_cost=checkpoint_all_cost(graph))
+
+
+def sweep_status(graph: ComputeGraph, solver: str, options: Options, time_limit: float | None,
                  wait: float = SWEEP_WAIT_SECONDS) -> SweepStatus:
-    """Start (or find) the Pareto sweep of ``solver`` on ``graph``: one job per budget of its grid.
+    """Start (or find) the Pareto sweep of ``solver`` on ``graph``, waiting up to ``wait`` seconds for it."""
+    job = sweep_job(graph, solver, options, time_limit)
+    if wait > 0:
+        job.wait(wait)
+    points = list(job.result) if job.done else list(job.partial)
+    error = None
+    if job.final and not job.done:
+        error = str(job.error) if job.state is JobState.FAILED else f"the sweep {job.describe_end()}"
+    curve = _curve(solver, options, graph, points)
+    return SweepStatus(curve if job.done else None, curve, len(points), job.progress.total, error, job)
 
-    Waits up to ``wait`` seconds for the whole sweep before reporting how far it got.
-    """
-    exact = get_solver(solver).exact
-    runner = exact_sweep_runner() if exact else sweep_runner()
-    budgets = sweep_budgets(graph, EXACT_SWEEP_POINTS if exact else SWEEP_POINTS)
-    source = portable(graph)
-    jobs = [runner.submit(solve_key(graph, solver, b, options, time_limit), sweep_point_job, source, solver, b,
-                          options, time_limit) for b in budgets]
-    if wait > 0 and jobs:
-        jobs[-1].wait(wait)
-    try:
-        points = [job_result(job, 0) for job in jobs]
-    except RematError as e:
-        return SweepStatus(None, sum(j.ready() for j in jobs), len(jobs), error=str(e))
-    done = sum(p is not None for p in points)
-    if done < len(jobs):
-        return SweepStatus(None, done, len(jobs))
-    curve = ParetoCurve(solver=solver, options=dict(options), points=tuple(sorted(points, key=lambda p: p.budget)),
-                        base_cost=checkpoint_all_cost(graph))
-    return SweepStatus(curve, done, len(jobs))
+
+def lp_bounds_job(graph: ComputeGraph, time_limit: float | None) -> Job:
+    """The job of Checkmate's LP bound at each of a searching sweep's budgets (started unless kept)."""
+    budgets = tuple(sweep_budgets(graph, SEARCH_SWEEP_POINTS))
+    return search_sweep_lane().submit((graph.content_hash, "lp-bounds", time_limit), worker.lp_bounds_job, budgets,
+                                      time_limit, graph=portable(graph), label="Checkmate's LP bounds",
+                                      total=len(budgets), **_limits(time_limit, len(budgets)))
 
 
 def best_possible(graph: ComputeGraph, time_limit: float | None) -> list[tuple[int, float]]:
-    """Checkmate's LP lower bound on the overhead at each sweep budget: ``[(budget, overhead), ...]``.
+    """Checkmate's LP lower bound on the overhead at each sweep budget known so far: ``[(budget, overhead), ...]``.
 
-    The budgets whose LP is still running, or has no bound (infeasible relaxation, unproven in
-    time, a graph too large for the LP), are left out. Computed in the exact-sweep worker, one LP
-    per budget (an LP over a 200-node graph takes over a minute on two cores).
+    Budgets whose LP has not finished, or has no bound (infeasible relaxation, unproven in time, a
+    graph too large for the LP), are left out.
     """
-    runner = exact_sweep_runner()
-    source = portable(graph)
-    bounds = []
-    for budget in sweep_budgets(graph, EXACT_SWEEP_POINTS):
-        job = runner.submit((graph.content_hash, "lp-bound", budget, time_limit), lp_bound_job, source, budget,
-                            time_limit)
-        overhead = job_result(job, 0)
-        if overhead is not None:
-            bounds.append((budget, overhead))
-    return bounds
+    job = lp_bounds_job(graph, time_limit)
+    bounds = job.result if job.done else list(job.partial)
+    return [(budget, overhead) for budget, overhead in bounds if overhead is not None]
 
 
-# -- runs on real tensors ---------------------------------------------------------------------------
+# -- runs on real tensors -------------------------------------------------------------------------------------
 
-def start_tensor_check(model: Model, schedule: Schedule, key: tuple) -> None:
-    """Run ``schedule`` on the real tensors of ``model`` in the execution worker, kept under ``key``
-    (see :func:`solve_key`); a run under that key that is running or succeeded is not started again,
-    one that failed is (pressing the button again retries it)."""
+def start_tensor_check(model: Model, schedule: Schedule, key: tuple) -> Job:
+    """Run ``schedule`` on the real tensors of ``model`` in the torch lane, kept under ``key`` (see
+    :func:`solve_key`); a run under that key that is running or succeeded is not started again, one
+    that failed or was cancelled is (pressing the button again retries it)."""
     if model.rebuild is None:
         raise ValueError("start_tensor_check needs a model with a rebuild; check why_not_runnable first")
-    runner = execute_runner()
-    kept = runner.find(key)
-    if kept is not None and kept.ready() and kept.get().error is not None:
-        runner.forget(key)
-    runner.submit(key, tensor_check_job, portable(model.graph), model.rebuild, schedule)
+    lane = torch_lane()
+    kept = lane.find(key)
+    if kept is not None and kept.final and _check_outcome(kept).error is not None:
+        lane.forget(key)
+    return lane.submit(key, worker.tensor_check_job, model.rebuild, schedule, graph=portable(model.graph),
+                       label="the run on real tensors", time_limit=TENSOR_RUN_SECONDS)
+
+
+def _check_outcome(job: Job) -> CheckOutcome:
+    if job.state is JobState.DONE:
+        return job.result
+    return CheckOutcome(error=f"the run {job.describe_end()}")
+
+
+def tensor_check_job(key: tuple) -> Job | None:
+    """The run on real tensors kept under ``key`` (None if none was started)."""
+    return torch_lane().find(key)
 
 
 def tensor_check_status(key: tuple, wait: float = 0) -> tuple[bool, CheckOutcome | None]:
-    """Whether a run was started under ``key``, and its outcome once done (waiting up to ``wait`` seconds)."""
-    job = execute_runner().find(key)
+    """Whether a run was started under ``key``, and its outcome once ended (waiting up to ``wait`` seconds)."""
+    job = tensor_check_job(key)
     if job is None:
         return False, None
-    return True, job_result(job, wait)
+    job.wait(wait)
+    return True, _check_outcome(job) if job.final else None
+

@@ -1,110 +1,100 @@
-"""Worker processes that run jobs kept by key, shared by every session of this server.
+"""The server's lanes: which worker runs which work, shared by every session (``st.cache_resource``).
 
-One :class:`BackgroundRunner` per kind of work, held by ``st.cache_resource``: a worker process, not a
-thread, so that a solver computing for seconds neither freezes the app nor slows its thread (a
-worker thread would share the interpreter lock with it)."""
+Five lanes, each one worker process (see :mod:`.lane` for why a process and how Cancel kills it):
+
+- ``quick``: solves by the quick solvers (heuristics, the DTR family): a slider move's answer;
+- ``search``: solves by the searching solvers (:attr:`remat_core.solvers.SolverSpec.searching`: auto, MILP,
+  LP, CP-SAT), which run up to their time limit: a quick answer never waits behind one;
+- ``sweep``: the quick solvers' Pareto sweeps;
+- ``search-sweep``: the searching solvers' sweeps and Checkmate's LP bounds (an LP over a 200-node
+  graph takes over a minute on two cores);
+- ``torch``: runs on real tensors (PyTorch, on half the cores).
+
+The sweep lanes run niced, so that on a busy machine the solves at the slider's budget and the app get the CPU
+first. The search lane does not: ``auto``, the default solver, runs there, and its time limit is wall-clock
+time (niced on a busy machine, it found less, or nothing, within it).
+"""
 
 from __future__ import annotations
 
-import atexit
-import multiprocessing
-import threading
-from collections import OrderedDict
-from multiprocessing.pool import AsyncResult
-from typing import Any, Callable
-
 import streamlit as st
 
-from .worker import share_cores
+from remat_core import get_solver
 
-KEPT_JOBS = 512
-"""Finished jobs a runner keeps (the least recently asked for dropped first)."""
-LONGEST_WAIT_SECONDS = 900.0
-"""``job_result(wait=None)`` gives up after this long (a worker that died leaves its job unanswered)."""
+from .lane import Lane
+from .worker import Outcome, share_cores
+
+KEPT_OPS = 1_000_000
+"""The solve lanes keep finished schedules up to this many ops each (packed, about 100 bytes an op, or
+100 MB; a 10,000-node graph's schedule has ~25,000 ops), the least recently asked for dropped first.
+A schedule unpacked by a page that needed it (the Timeline) costs five times that while it is kept."""
+BACKGROUND_NICENESS = 10
+"""The sweep lanes yield the CPU to the solves at the slider's budget and to the app."""
+_started: list[Lane] = []
 
 
-class BackgroundRunner:
-    """Jobs run in one worker process and kept by key, shared by every session of this server.
+def _new_lane(name: str, **settings) -> Lane:
+    lane = Lane(name, **settings)
+    _started.append(lane)
+    return lane
 
-    Submitting a key already known returns the job that is running or done, so a second visitor,
-    a page switch or a slider coming back finds it ready. At most :data:`KEPT_JOBS` finished jobs
-    are kept, the least recently asked for dropped first. The worker is started with ``spawn``
-    (the server has threads, which ``fork`` must not copy) and stopped when the server exits.
-    """
 
-    def __init__(self, name: str, initializer: Callable[[], None] | None = None) -> None:
-        self.name = name
-        self._pool = multiprocessing.get_context("spawn").Pool(processes=1, initializer=initializer)
-        self._jobs: OrderedDict[tuple, AsyncResult] = OrderedDict()
-        self._lock = threading.Lock()
-        atexit.register(self._pool.terminate)
+def outcome_ops(outcome: Outcome) -> int:
+    """What keeping a solve's outcome costs: its schedule's ops (1 without a schedule)."""
+    return max(outcome.ops, 1)
 
-    def stop(self) -> None:
-        """Stop the worker now, dropping every job (running or kept)."""
-        with self._lock:
-            self._pool.terminate()
-            self._jobs.clear()
 
-    def find(self, key: tuple) -> AsyncResult | None:
-        """The job kept under ``key`` (running or done), or None if none was submitted (or it was dropped)."""
-        with self._lock:
-            return self._jobs.get(key)
+@st.cache_resource(show_spinner=False)
+def quick_lane() -> Lane:
+    """Solves by the quick solvers: started at once, so the first slider move finds it warm."""
+    return _new_lane("quick", kept_weight=KEPT_OPS, weigh=outcome_ops, warm=True)
 
-    def forget(self, key: tuple) -> None:
-        """Drop the job kept under ``key`` (a later submit runs it again)."""
-        with self._lock:
-            self._jobs.pop(key, None)
 
-    def submit(self, key: tuple, job: Callable[..., Any], *args: Any) -> AsyncResult:
-        """The job's handle, starting ``job(*args)`` in the worker unless that key is running or done."""
-        with self._lock:
-            if key in self._jobs:
-                self._jobs.move_to_end(key)
-                return self._jobs[key]
-            self._jobs[key] = self._pool.apply_async(job, args)
-            finished = [k for k, j in self._jobs.items() if j.ready()]
-            while len(self._jobs) > KEPT_JOBS and finished:
-                del self._jobs[finished.pop(0)]
-            return self._jobs[key]
+@st.cache_resource(show_spinner=False)
+def search_lane() -> Lane:
+    """Solves by the searching solvers."""
+    return _new_lane("search", kept_weight=KEPT_OPS, weigh=outcome_ops)
+
+
+@st.cache_resource(show_spinner=False)
+def sweep_lane() -> Lane:
+    """The quick solvers' Pareto sweeps (niced): started at once, as every model opens with one."""
+    return _new_lane("sweep", nice=BACKGROUND_NICENESS, warm=True)
+
+
+@st.cache_resource(show_spinner=False)
+def search_sweep_lane() -> Lane:
+    """The searching solvers' sweeps and the LP bounds (niced)."""
+    return _new_lane("search-sweep", nice=BACKGROUND_NICENESS)
+
+
+@st.cache_resource(show_spinner=False)
+def torch_lane() -> Lane:
+    """Schedules run on real tensors (PyTorch in a worker of its own, on half the cores)."""
+    return _new_lane("torch", initializer=share_cores)
+
+
+LANES = (quick_lane, search_lane, sweep_lane, search_sweep_lane, torch_lane)
+
+
+def solve_lane(solver: str) -> Lane:
+    """The lane a solve by ``solver`` runs in."""
+    return search_lane() if get_solver(solver).searching else quick_lane()
+
+
+def solver_sweep_lane(solver: str) -> Lane:
+    """The lane ``solver``'s Pareto sweep runs in."""
+    return search_sweep_lane() if get_solver(solver).searching else sweep_lane()
+
+
+def start_lanes() -> None:
+    """Create the lanes that start warm (the frame calls this on every run; only the first does anything)."""
+    quick_lane(), sweep_lane()
 
 
 def stop_background_work() -> None:
-    """Stop every worker and forget their results; the next request starts fresh workers."""
-    for runner in (solve_runner, sweep_runner, exact_sweep_runner, execute_runner):
-        runner().stop()
-        runner.clear()
-
-
-def job_result(job: AsyncResult, wait: float | None) -> Any:
-    """The job's result, waiting up to ``wait`` seconds (None: up to :data:`LONGEST_WAIT_SECONDS`);
-    None if it is not done by then.
-
-    A job's exception is raised here, in the app's process.
-    """
-    job.wait(LONGEST_WAIT_SECONDS if wait is None else max(wait, 0))
-    return job.get() if job.ready() else None
-
-
-@st.cache_resource
-def solve_runner() -> BackgroundRunner:
-    """The exact solves of this server process."""
-    return BackgroundRunner("solve")
-
-
-@st.cache_resource
-def sweep_runner() -> BackgroundRunner:
-    """The Pareto sweeps of the heuristic solvers (their own worker, beside the solves)."""
-    return BackgroundRunner("sweep")
-
-
-@st.cache_resource
-def exact_sweep_runner() -> BackgroundRunner:
-    """The Pareto sweeps of the exact solvers and the LP bounds (seconds to minutes per point: a worker
-    of their own, so that a MILP sweep or an LP never holds up the heuristics' curves)."""
-    return BackgroundRunner("exact-sweep")
-
-
-@st.cache_resource
-def execute_runner() -> BackgroundRunner:
-    """Schedules run on real tensors (PyTorch in a worker of its own, on half the cores)."""
-    return BackgroundRunner("execute", initializer=share_cores)
+    """Stop every lane started and forget their results; the next request starts fresh lanes."""
+    while _started:
+        _started.pop().stop()
+    for lane in LANES:
+        lane.clear()

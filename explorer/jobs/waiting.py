@@ -1,9 +1,10 @@
 """Pages that need one solve before they can draw anything (Timeline, Why, Learn) wait for it here.
 
-The wait shows a spinner naming the solve and lasts at most the solver's time limit plus a margin
-(:func:`explorer.jobs.results.solve_wait_seconds`). A solve still running then (queued behind other solves,
-or slower than its limit) is said to be, and a small fragment polls for it and reruns the page once
-it lands: the page never blocks for long, and the other pages keep working meanwhile.
+The page waits :data:`GLANCE_SECONDS` under a spinner (most solves are done by then). A solve still
+queued or running then is shown as a job (progress, elapsed time, Cancel; Retry once stalled), and a
+small fragment looks again every second and reruns the page when the schedule lands. The page never
+blocks for long, and the sidebar and the other pages keep working meanwhile; a cancelled solve says
+so and offers Retry.
 """
 
 from __future__ import annotations
@@ -14,35 +15,37 @@ from remat_core import ComputeGraph
 from remat_core.graph import format_bytes
 
 from .. import safety
+from ..widgets.jobs import job_panel
 from ..widgets.text import plain
-from .results import solve_outcome, solve_wait_seconds
+from .results import Options, solve_job
 from .worker import Outcome
 
+GLANCE_SECONDS = 1.0
 POLL_SECONDS = 1.0
 
 
-def awaited_outcome(graph: ComputeGraph, solver: str, budget: int, options: tuple,
+def awaited_outcome(graph: ComputeGraph, solver: str, budget: int, options: Options,
                     time_limit: float | None) -> Outcome | None:
-    """The solve's outcome, waited for under a spinner; None (said on the page, polled for) if still running."""
-    outcome = solve_outcome(graph, solver, budget, options, time_limit, wait=0)
-    if outcome is not None:
-        return outcome
-    what = f"{plain(solver)} at {format_bytes(budget)}"
-    wait = solve_wait_seconds(time_limit)
-    with st.spinner(f"Solving {what} (time limit {time_limit or 0:g} s)…", show_time=True):
-        outcome = solve_outcome(graph, solver, budget, options, time_limit, wait=wait)
-    if outcome is None:
-        st.info(f"{what} is still solving after {wait:.0f} s (its time limit is {time_limit or 0:g} s; it may be "
-                f"queued behind other solves). This page shows it as soon as it is done; the other pages work "
-                f"meanwhile.", icon=":material/hourglass_top:")
-        rerun_when_solved(graph, solver, budget, options, time_limit)
-    return outcome
+    """The solve's outcome; None (its progress shown, polled for) while it runs or when it ended without one."""
+    job = solve_job(graph, solver, budget, options, time_limit)
+    if not job.final:
+        with st.spinner(f"Solving {plain(solver)} at {format_bytes(budget)}…", show_time=True):
+            job.wait(GLANCE_SECONDS)
+    if job.done:
+        return job.result
+    rerun_when_solved(graph, solver, budget, options, time_limit)
+    return None
 
 
 @safety.fragment(run_every=POLL_SECONDS)
-def rerun_when_solved(graph: ComputeGraph, solver: str, budget: int, options: tuple,
-                       time_limit: float | None) -> None:
-    """Look again every second; rerun the page once the solve has finished (for pages that draw what they
-    have meanwhile)."""
-    if solve_outcome(graph, solver, budget, options, time_limit, wait=0) is not None:
+def rerun_when_solved(graph: ComputeGraph, solver: str, budget: int, options: Options,
+                      time_limit: float | None) -> None:
+    """The solve's progress as a job, looked at every second; the page reruns once the schedule is there
+    (pages that draw what they have meanwhile call this too)."""
+    job = solve_job(graph, solver, budget, options, time_limit)  # a Retry replaces the job under its key
+    if job.done:
         st.rerun()
+    job_panel(job, key=f"await_{budget}")
+    if not job.final:
+        st.caption(f"This page shows the schedule as soon as it is there (time limit {time_limit or 0:g} s); the "
+                   f"other pages work meanwhile.")

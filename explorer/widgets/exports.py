@@ -9,11 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import streamlit as st
 
-from remat_core import ComputeGraph, Schedule
+from remat_core import ComputeGraph
 from remat_core.analysis import TensorChange, reported_gap
 from remat_core.decompose import Decomposition, SeparatorTree
 from remat_core.graph import node_labels
@@ -38,7 +38,8 @@ def csv_download(label: str, rows: Sequence[Mapping[str, Any]], file_name: str, 
                        key=key, help=help)
 
 
-def json_download(label: str, text: str, file_name: str, key: str, help: str) -> None:
+def json_download(label: str, text: str | Callable[[], str], file_name: str, key: str, help: str) -> None:
+    """A JSON download; ``text`` may be a callable, run only when the button is pressed (large documents)."""
     st.download_button(label, text, file_name=file_name, mime="application/json", icon=ICON, on_click="ignore",
                        key=key, help=help)
 
@@ -55,9 +56,11 @@ def graph_download(graph: ComputeGraph, key: str) -> None:
                   "The graph as remat-graph JSON: what the command line and an upload here read back.")
 
 
-def schedule_download(schedule: Schedule, key: str) -> None:
-    json_download("Schedule JSON", json.dumps(schedule.to_json()),
-                  f"{schedule.graph}-{schedule.solver}-{schedule.budget}.schedule.json", key,
+def schedule_download(outcome: Outcome, graph: str, solver: str, budget: int, key: str) -> None:
+    """A solve's schedule as JSON, unpacked and written only when the button is pressed (a 10,000-node graph's
+    schedule is megabytes, and the pages that offer it rerun often)."""
+    json_download("Schedule JSON", lambda: json.dumps(outcome.schedule.to_json()),
+                  f"{graph}-{solver}-{budget}.schedule.json", key,
                   "The schedule as remat-schedule JSON: ops, reasons and the simulator's stats.")
 
 
@@ -72,14 +75,13 @@ def comparison_records(outcomes: Mapping[str, Outcome | None], budget: int) -> l
     """The solvers at one budget, one row each with raw numbers (the table the Schedule page shows)."""
     rows = []
     for name, outcome in outcomes.items():
-        schedule = outcome.schedule if outcome is not None else None
-        stats = schedule.stats if schedule is not None else {}
-        status = ("solving" if outcome is None else "error" if outcome.error else "infeasible" if schedule is None
-                  else "solved")
+        stats = outcome.stats if outcome is not None else {}
+        status = ("solving" if outcome is None else "error" if outcome.error else "solved" if outcome.feasible
+                  else "infeasible")
         rows.append({"budget_bytes": budget, "solver": name, "status": status, "peak_bytes": stats.get("peak"),
                      "cost": stats.get("cost"), "overhead": stats.get("overhead"),
                      "recomputed_tensors": stats.get("recomputed_nodes"), "solve_seconds": stats.get("solve_seconds"),
-                     "mip_gap": reported_gap(schedule.solver_info) if schedule is not None else None,
+                     "mip_gap": reported_gap(outcome.solver_info) if outcome is not None and outcome.feasible else None,
                      "smallest_feasible_bytes": outcome.smallest_feasible if outcome is not None else None})
     return rows
 

@@ -7,20 +7,23 @@ from typing import Any
 
 import streamlit as st
 
-from remat_core import Schedule, get_solver
+from remat_core import get_solver
 from remat_core.analysis import CurvePoint, reported_gap
 from remat_core.graph import format_bytes
 
-from .. import state
+from .. import safety, state
+from ..jobs.results import FitsAt, fits_at, options_key
 from ..jobs.worker import Outcome
+from .table import Missing, table
 from .text import percent, plain
 
 
-def schedule_metrics(container, schedule: Schedule, budget: int) -> None:
-    """Peak, cost overhead, recomputed tensors and solve time of an exact solve, in four metrics."""
-    stats = schedule.stats
+def schedule_metrics(container, outcome: Outcome, budget: int) -> None:
+    """Peak, cost overhead, recomputed tensors and solve time of an exact solve, in four metrics (from its
+    stats: the schedule itself stays packed)."""
+    stats = outcome.stats
     _metrics(container, stats["peak"], stats["overhead"], stats["recomputed_nodes"], stats["recomputes"],
-             f"{stats.get('solve_seconds', 0.0) * 1e3:,.0f} ms", f"{len(schedule):,} ops", budget, estimate=False)
+             f"{stats.get('solve_seconds', 0.0) * 1e3:,.0f} ms", f"{outcome.ops:,} ops", budget, estimate=False)
 
 
 def estimate_metrics(container, point: CurvePoint, budget: int) -> None:
@@ -33,77 +36,141 @@ def estimate_metrics(container, point: CurvePoint, budget: int) -> None:
 def _metrics(container, peak: int, overhead: float, recomputed: int, extra: int, time_text: str, time_note: str,
              budget: int, estimate: bool) -> None:
     mark = "≈ " if estimate else ""
-    a, b, c, d = container.columns(4)
-    a.metric(f"{mark}Peak memory", format_bytes(peak), delta=f"{peak / budget:.0%} of budget" if budget else None,
-             delta_color="off", delta_arrow="off")
-    b.metric(f"{mark}Cost overhead", percent(overhead), delta="over checkpoint-all", delta_color="off",
-             delta_arrow="off")
-    c.metric(f"{mark}Recomputed tensors", f"{recomputed:,}", delta=f"{extra:,} extra computations",
-             delta_color="off", delta_arrow="off")
-    d.metric("Solve time", time_text, delta=time_note, delta_color="off", delta_arrow="off")
+    row = container.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
+    shown = {"width": "content", "delta_color": "off", "delta_arrow": "off"}
+    row.metric(f"{mark}Peak memory", format_bytes(peak), delta=f"{peak / budget:.0%} of budget" if budget else None,
+               **shown)
+    row.metric(f"{mark}Cost overhead", percent(overhead), delta="over checkpoint-all", **shown)
+    row.metric(f"{mark}Recomputed tensors", f"{recomputed:,}", delta=f"{extra:,} extra computations", **shown)
+    row.metric("Solve time", time_text, delta=time_note, **shown)
 
 
-def outcome_message(outcome: Outcome, solver: str, budget: int, smallest_known: int | None = None,
-                    button_key: str | None = None) -> None:
-    """Say why there is no schedule: infeasible (naming the smallest feasible budget known: the solver's own or,
-    when smaller, ``smallest_known`` from its sweep) or an error."""
+def known_fit(solver: str) -> FitsAt | None:
+    """Where ``solver`` fits on the session's model at its options and time limit (:func:`explorer.jobs.results.fits_at`)."""
+    return fits_at(state.graph(), solver, options_key(state.options_of(solver)), state.time_limit())
+
+
+def outcome_message(outcome: Outcome, solver: str, budget: int, button_key: str | None = None) -> None:
+    """Say why there is no schedule: an error, or infeasible, with where the solver fits (the smallest budget at
+    which one of its schedules was confirmed, :func:`known_fit`) and a button to go there."""
     if outcome.error:
         st.error(f"{plain(solver)} failed: {plain(outcome.error)}")
         return
-    known = [b for b in (outcome.smallest_feasible, smallest_known) if b is not None]
-    smallest = min(known) if known else None
     text = f"**{format_bytes(budget)} is infeasible for {plain(solver)}**: {plain(outcome.infeasible)}."
-    if smallest is None:
-        st.warning(text + " No feasible budget is known for it yet.", icon=":material/block:")
+    fit = known_fit(solver)
+    if fit is not None:
+        st.warning(text + f" It fits at **{fit}** (its smallest budget whose schedule the simulator confirmed; "
+                          f"peak {format_bytes(fit.peak)}).", icon=":material/block:")
+        target = fit.budget
+    elif outcome.smallest_feasible is not None:
+        st.warning(text + f" No schedule of it is confirmed yet; it names **{format_bytes(outcome.smallest_feasible)}** "
+                          f"as feasible.", icon=":material/block:")
+        target = outcome.smallest_feasible
+    else:
+        st.warning(text + " No schedule of it is confirmed yet at any budget.", icon=":material/block:")
         return
-    st.warning(text + f" The smallest feasible budget it knows is **{format_bytes(smallest)}**.",
-               icon=":material/block:")
-    if button_key and st.button(f"Use {format_bytes(smallest)}", key=button_key, icon=":material/arrow_forward:"):
-        state.set_budget(smallest)
+    if button_key and st.button(f"Use {format_bytes(target)}", key=button_key, icon=":material/arrow_forward:"):
+        state.set_budget(target)
         st.rerun()
 
 
 def log_scale_toggle(key: str = "w_pareto_log") -> bool:
     """The Pareto chart's log-scale switch for the overhead axis (kept in the session across pages)."""
     st.session_state[key] = state.pareto_log()
-    st.toggle("Log-scale overhead", key=key, on_change=lambda: state.set_pareto_log(st.session_state[key]),
+    st.toggle("Log-scale overhead", key=key, on_change=_log_scale_changed, args=(key,),
               help="Near the lower bound overheads span orders of magnitude: a log axis tells the solvers apart "
                    "there. Budgets that need no recomputation (0 %) have no place on it.")
     return state.pareto_log()
 
 
+@safety.callback
+def _log_scale_changed(key: str) -> None:
+    state.set_pareto_log(st.session_state[key])
+
+
+LP_BOUND = "pareto_lp_bound"
+"""Session key: whether the Pareto chart asks for Checkmate's LP bound (kept across pages)."""
+
+
+def lp_bound_toggle(key: str = "w_pareto_lp_bound", rerun: str | None = None) -> bool:
+    """Whether to compute and draw Checkmate's LP bound, the "best possible" line (off until asked: an LP per
+    budget takes seconds to minutes and often proves nothing within the time limit on graphs of hundreds of
+    nodes). ``rerun``: the fragment to rerun when it changes (the one that starts the work)."""
+    @safety.callback
+    def changed() -> None:
+        st.session_state[LP_BOUND] = st.session_state[key]
+        if rerun is not None:
+            st.rerun(rerun)
+    st.session_state[key] = st.session_state.setdefault(LP_BOUND, False)
+    st.toggle("LP bound", key=key, on_change=changed,
+              help="Checkmate's LP relaxation at six budgets: no schedule in the graph's topological order costs "
+                   "less. Solved in the background, one LP per budget (each up to the time limit).")
+    return bool(st.session_state[LP_BOUND])
+
+
+def lp_bound_wanted() -> bool:
+    """Whether the session asked for the LP bound (see :func:`lp_bound_toggle`)."""
+    return bool(st.session_state.get(LP_BOUND, False))
+
+
 GAP_COLUMN = "MIP gap"
-GAP_HELP = ("The exact solver's relative optimality gap, (cost − proven lower bound) / cost: 0 means proved optimal "
-            "(for the solver's formulation); a positive gap means the time limit ran out first.")
+FITS_COLUMN = "fits at"
+COLUMN_HELP = {
+    GAP_COLUMN: "The exact solver's relative optimality gap, (cost − proven lower bound) / cost: 0 means proved "
+                "optimal (for the solver's formulation); a positive gap means the time limit ran out first.",
+    FITS_COLUMN: "The smallest budget at which a schedule of this solver was confirmed by the simulator (its sweep "
+                 "and its solves so far).",
+}
 
 
 def comparison_rows(outcomes: dict[str, Outcome | None]) -> list[dict[str, Any]]:
     """The table of the solvers at the current budget, one row per solver (in the mapping's order).
 
-    A ``MIP gap`` column appears when any schedule's solver reports a gap
-    (:func:`remat_core.analysis.pareto.reported_gap`); solvers that report none show a dash there.
+    Missing values are :class:`~explorer.widgets.table.Missing` with the reason. A ``MIP gap`` column
+    appears when any schedule's solver reports a gap (:func:`remat_core.analysis.pareto.reported_gap`).
     """
-    gaps = {name: reported_gap(o.schedule.solver_info) if o is not None and o.schedule is not None else None
+    gaps = {name: reported_gap(o.solver_info) if o is not None and o.feasible else None
             for name, o in outcomes.items()}
     rows = []
     for name, outcome in outcomes.items():
-        if outcome is None or outcome.schedule is None:
-            status = "solving…" if outcome is None else ("error" if outcome.error else "infeasible")
-            row = {"solver": name, "status": status, "peak": None, "overhead": None, "recomputed": None,
-                   "solve ms": None}
+        fit = known_fit(name)
+        if outcome is None or not outcome.feasible:
+            status, why = _no_schedule(outcome)
+            row = {"solver": name, "status": status, "peak": Missing(why), "overhead": Missing(why),
+                   "recomputed": Missing(why), "solve ms": Missing(why)}
         else:
-            stats = outcome.schedule.stats
+            stats = outcome.stats
             row = {"solver": name, "status": "exact solver" if get_solver(name).exact else "heuristic",
                    "peak": format_bytes(stats["peak"]), "overhead": percent(stats["overhead"]),
-                   "recomputed": stats["recomputed_nodes"], "solve ms": round(stats["solve_seconds"] * 1e3, 1)}
+                   "recomputed": f"{stats['recomputed_nodes']:,}", "solve ms": f"{stats['solve_seconds'] * 1e3:,.1f}"}
         if any(g is not None for g in gaps.values()):
-            row[GAP_COLUMN] = gap_text(gaps[name])
+            row[GAP_COLUMN] = gap_text(gaps[name], name, outcome)
+        row[FITS_COLUMN] = str(fit) if fit is not None else Missing(
+            "no schedule of it is confirmed yet: its sweep or a solve at a feasible budget will tell")
         rows.append(row)
     return rows
 
 
-def gap_text(gap: float | None) -> str:
-    """A reported optimality gap in the table: a dash for none, ``0 % (optimal)``, else three digits."""
-    if gap is None:
-        return "—"
-    return "0% (optimal)" if gap == 0 else f"{100 * gap:.3g}%"
+def _no_schedule(outcome: Outcome | None) -> tuple[str, str]:
+    """The status of a solver without a schedule at the budget, and the reason its cells are empty."""
+    if outcome is None:
+        return "solving…", "still solving at this budget: shown as soon as it lands"
+    if outcome.error:
+        return "error", f"no schedule: {outcome.error}"
+    return "infeasible", f"no schedule fits this budget: {outcome.infeasible}"
+
+
+def gap_text(gap: float | None, solver: str = "", outcome: Outcome | None = None) -> str | Missing:
+    """A reported optimality gap in the table: ``0 % (optimal)``, three digits, or a dash saying why there is none."""
+    if gap is not None:
+        return "0% (optimal)" if gap == 0 else f"{100 * gap:.3g}%"
+    if outcome is None or not outcome.feasible:
+        return Missing("no schedule at this budget, so no gap")
+    if not get_solver(solver).exact:
+        return Missing(f"{solver} is a heuristic: it proves no bound, so it reports no gap")
+    return Missing(f"{solver} proved no bound within its time limit")
+
+
+def comparison_table(outcomes: dict[str, Outcome | None]) -> None:
+    """:func:`comparison_rows` drawn, with the columns' help as header tooltips."""
+    table(comparison_rows(outcomes), COLUMN_HELP)

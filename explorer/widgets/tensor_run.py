@@ -15,8 +15,9 @@ from remat_core.graph import format_bytes
 from remat_core.run import TensorCheck, is_executable
 
 from .. import safety
-from ..jobs.results import start_tensor_check, tensor_check_status
+from ..jobs.results import start_tensor_check, tensor_check_job, tensor_check_status
 from ..state.session import Model
+from .jobs import job_panel
 from .text import plain
 
 RUN_WAIT_SECONDS = 3.0
@@ -108,6 +109,7 @@ def _check_metrics(check: TensorCheck, budget: int | None) -> None:
 
 @safety.fragment(run_every=POLL_SECONDS)
 def _poll(key: tuple) -> None:
-    """While the run is going, look again every half second and rerun the page once it is done."""
+    """While the run is going, show its progress (with Cancel) and rerun the page once it has ended."""
     if tensor_check_status(key)[1] is not None:
         st.rerun()
+    job_panel(tensor_check_job(key), key="tensor_run")

@@ -14,7 +14,8 @@ from .explain import (CHANGE_ORDER, OnceThreshold, TensorChange, describe_comput
 from .layout import FORWARD_BAND, Layout, layered_layout
 from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, SolveFailed, SolveOutcome, attempt_solve
 from .overlay import SCHEDULE_STATUSES, STEP_STATUSES, NodeStatus, ViewStatus, schedule_status
-from .pareto import CurvePoint, ParetoCurve, curve_point, curve_table, reported_gap, solve_point
+from .pareto import (CurvePoint, ParetoCurve, curve_point, curve_table, feasible_point, infeasible_point, reported_gap,
+    solve_point)
 from .subgraph import module_subgraph
 from .summary import graph_summary, in_module, memory_by_module, module_groups
 from .views import (DEFAULT_VIEW_NODES, MAX_DRAWN_NODES, GraphView, Hierarchy, ViewNode, collapse, default_expansion,
@@ -26,11 +27,11 @@ from .walkthrough import (RecursionWalk, WalkStep, call_title, describe_call, re
 __all__ = ["attempt_solve", "call_title", "CHANGE_ORDER", "collapse", "compare", "ComparisonRow", "curve_point",
            "curve_table", "CurvePoint", "default_expansion", "DEFAULT_VIEW_NODES", "describe_call",
            "describe_computation", "describe_reason", "expand", "expanded_to_depth", "explain_tensor", "FAILED",
-           "FEASIBLE", "find", "FORWARD_BAND", "full_view", "graph_summary", "graph_view", "GraphView", "Hierarchy",
-           "hierarchy", "in_module", "INFEASIBLE", "layered_layout", "Layout", "LP_AVAILABLE", "lp_lower_bound",
-           "MAX_DRAWN_NODES", "memory_by_module", "module_groups", "module_subgraph", "NodeStatus", "OnceThreshold",
-           "pareto_optimal", "ParetoCurve", "recomputed_tensors", "RecursionWalk", "recursion_walk", "REFUSED",
-           "reported_gap", "reveal", "schedule_diff", "schedule_status", "SCHEDULE_STATUSES", "selection_focus",
-           "smallest_budget_computed_once", "solve_point", "SolveFailed", "SolveOutcome", "STEP_STATUSES",
-           "step_title", "sweep_budgets", "TensorChange", "topological_positions", "view_node", "ViewNode",
-           "ViewStatus", "walk_step_title", "WalkStep", "walkthrough_steps"]
+           "FEASIBLE", "feasible_point", "find", "FORWARD_BAND", "full_view", "graph_summary", "graph_view",
+           "GraphView", "Hierarchy", "hierarchy", "in_module", "INFEASIBLE", "infeasible_point", "layered_layout",
+           "Layout", "LP_AVAILABLE", "lp_lower_bound", "MAX_DRAWN_NODES", "memory_by_module", "module_groups",
+           "module_subgraph", "NodeStatus", "OnceThreshold", "pareto_optimal", "ParetoCurve", "recomputed_tensors",
+           "RecursionWalk", "recursion_walk", "REFUSED", "reported_gap", "reveal", "schedule_diff", "schedule_status",
+           "SCHEDULE_STATUSES", "selection_focus", "smallest_budget_computed_once", "solve_point", "SolveFailed",
+           "SolveOutcome", "STEP_STATUSES", "step_title", "sweep_budgets", "TensorChange", "topological_positions",
+           "view_node", "ViewNode", "ViewStatus", "walk_step_title", "WalkStep", "walkthrough_steps"]

@@ -122,6 +122,22 @@ class ParetoCurve:
         known += [p.smallest_feasible for p in self.points if not p.feasible and p.smallest_feasible is not None]
         return min(known) if known else None
 
+    def envelope(self) -> tuple[CurvePoint, ...]:
+        """The lower envelope: for each feasible point in budget order, the cheapest point at or below its budget.
+
+        A schedule that fits a budget fits every larger one, so the best cost this solver is known
+        to reach at a budget never rises with the budget: the envelope is that staircase (one entry
+        per feasible point, repeating the better point where a larger budget's own solve cost
+        more). The chart draws it as the solver's line and the raw points as markers.
+        """
+        best: CurvePoint | None = None
+        steps = []
+        for point in self.feasible_points:
+            if best is None or point.cost < best.cost:
+                best = point
+            steps.append(best)
+        return tuple(steps)
+
     def fitting_point(self, budget: int) -> CurvePoint | None:
         """The cheapest feasible point whose budget is at most ``budget``.
 
@@ -182,20 +198,19 @@ def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float
     try:
         schedule = solve(graph, budget, solver, time_limit=time_limit, **options)
     except InfeasibleBudget as e:
-        return CurvePoint(budget=budget, feasible=False, seconds=time.perf_counter() - started,
-                          smallest_feasible=e.smallest_feasible)
-    return _feasible_point(schedule, budget, time.perf_counter() - started)
+        return infeasible_point(budget, time.perf_counter() - started, e.smallest_feasible)
+    return feasible_point(schedule, budget, time.perf_counter() - started)
 
 
 def curve_point(outcome: SolveOutcome) -> CurvePoint:
     """The :class:`CurvePoint` of a solve's outcome (a refused or failed solve is a point without a schedule)."""
     if not outcome.feasible:
-        return CurvePoint(budget=outcome.budget, feasible=False, seconds=outcome.seconds,
-                          smallest_feasible=outcome.smallest_feasible)
-    return _feasible_point(outcome.schedule, outcome.budget, outcome.seconds)
+        return infeasible_point(outcome.budget, outcome.seconds, outcome.smallest_feasible)
+    return feasible_point(outcome.schedule, outcome.budget, outcome.seconds)
 
 
-def _feasible_point(schedule: Schedule, budget: int, seconds: float) -> CurvePoint:
+def feasible_point(schedule: Schedule, budget: int, seconds: float) -> CurvePoint:
+    """The point of a simulated schedule solved at ``budget`` in ``seconds``."""
     stats = schedule.stats
     counts = schedule.simulation.compute_counts if schedule.simulation is not None else {}
     bound = schedule.solver_info.get(LP_LOWER_BOUND)
@@ -203,6 +218,11 @@ def _feasible_point(schedule: Schedule, budget: int, seconds: float) -> CurvePoi
     return CurvePoint(budget=budget, feasible=True, peak=stats["peak"], cost=stats["cost"],
                       overhead=stats["overhead"], recomputed={n: c for n, c in counts.items() if c > 1},
                       seconds=seconds, cost_lower_bound=finite_bound, gap=reported_gap(schedule.solver_info))
+
+
+def infeasible_point(budget: int, seconds: float, smallest_feasible: int | None = None) -> CurvePoint:
+    """The point of a budget the solver refused as infeasible (naming ``smallest_feasible`` if it knew one)."""
+    return CurvePoint(budget=budget, feasible=False, seconds=seconds, smallest_feasible=smallest_feasible)
 
 
 def curve_table(curves: Sequence[ParetoCurve]) -> list[dict[str, Any]]:

@@ -101,7 +101,7 @@ class _Portfolio:
                   "first), then large-neighbourhood search, then Checkmate's MILP from the best when the graph is small "
                   "enough; proves infeasibility below a lower bound; solver_info names the winner, each stage and the "
                   "gap.",
-          exact=False,
+          exact=False, searching=True,
           options=(Option("exact_max_nodes", int, EXACT_MAX_NODES, "run the MILP when the graph has at most this many "
                                                                    "nodes to compute (0: never)", low=0, high=100000),
                    Option("stall", int, 30, "large-neighbourhood rounds without a gain before it stops", low=0,
@@ -170,7 +170,8 @@ def _exhaustive_stage(portfolio: _Portfolio) -> Schedule | None:
 
 
 def _quick_stages(portfolio: _Portfolio) -> None:
-    """Lifetime splitting from two orders, then the other quick heuristics, within :data:`QUICK_SHARE` of the time."""
+    """Lifetime splitting from two orders, then the other quick heuristics, within :data:`QUICK_SHARE` of the time
+    (the heuristics within the whole time limit when splitting found nothing)."""
     graph, budget = portfolio.graph, portfolio.budget
     deadline = portfolio.deadline.within(portfolio.deadline.left() * QUICK_SHARE)
     for name in ("memory", "graph"):
@@ -186,6 +187,8 @@ def _quick_stages(portfolio: _Portfolio) -> None:
             portfolio.floors.append(outcome.floor)
         if portfolio.optimal(checkpoint_all_cost(graph)):
             return
+    if portfolio.best is None:  # splitting used the quick share and found nothing: the heuristics get the rest
+        deadline = portfolio.deadline
     for attempt in run_quick_heuristics(graph, budget, exclude=("lifetime-split",), deadline=deadline):
         seconds = attempt.schedule.stats["solve_seconds"] if attempt.schedule is not None else 0.0
         portfolio.offer(attempt.solver, attempt.schedule, seconds, attempt.detail)

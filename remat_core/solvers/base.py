@@ -56,7 +56,12 @@ class Option:
 
 @dataclass(frozen=True)
 class SolverSpec:
-    """A registered solver: its name, what it does, whether it is exact, and its options."""
+    """A registered solver: its name, what it does, whether it is exact, whether it searches, and its options.
+
+    ``searching``: it searches until its time limit (a MILP, an LP, a CP-SAT model) rather than
+    answering in one pass; every exact solver does. The app runs searching solvers apart from the
+    quick ones, so that a quick answer never waits behind a search.
+    """
 
     name: str
     description: str
@@ -64,6 +69,7 @@ class SolverSpec:
     function: SolverFunction = field(repr=False)
     options: tuple[Option, ...] = ()
     reference: str = ""
+    searching: bool = False
 
     def bind(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``values``, each checked; unknown names are refused."""
@@ -79,7 +85,7 @@ class SolverSpec:
     def describe(self) -> dict[str, Any]:
         """The registry entry as plain data (for the CLI and the app)."""
         return {"name": self.name, "description": self.description, "exact": self.exact,
-                "reference": self.reference,
+                "searching": self.searching, "reference": self.reference,
                 "options": [{"name": o.name, "type": o.type.__name__, "default": o.default, "help": o.help,
                              "low": o.low, "high": o.high, "choices": list(o.choices) if o.choices else None}
                             for o in self.options]}
@@ -88,13 +94,14 @@ class SolverSpec:
 REGISTRY: dict[str, SolverSpec] = {}
 
 
-def register(name: str, description: str, *, exact: bool = False, options: tuple[Option, ...] = (),
-             reference: str = "") -> Callable[[SolverFunction], SolverFunction]:
-    """Class the decorated function as solver ``name`` in the registry."""
+def register(name: str, description: str, *, exact: bool = False, searching: bool = False,
+             options: tuple[Option, ...] = (), reference: str = "") -> Callable[[SolverFunction], SolverFunction]:
+    """Class the decorated function as solver ``name`` in the registry (an exact solver is a searching one)."""
     def decorate(function: SolverFunction) -> SolverFunction:
         if name in REGISTRY:
             raise ValueError(f"solver name {name!r} registered twice")
-        REGISTRY[name] = SolverSpec(name, description, exact, function, tuple(options), reference)
+        REGISTRY[name] = SolverSpec(name, description, exact, function, tuple(options), reference,
+                                    searching=searching or exact)
         return function
     return decorate
 

@@ -212,7 +212,7 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
 @register("checkmate-lp", "Checkmate's LP relaxation with two-phase rounding (round S, repair R), retried at "
                           "shrinking budgets; solver_info['lp_lower_bound'] bounds the frontier-advancing schedules of "
                           "the fixed topological order (not all schedules).",
-          exact=False,
+          exact=False, searching=True,
           options=(Option("rounding", str, "sweep", "'sweep': thresholds 0.1..0.9 on S; 'randomized': random "
                                                     "roundings", choices=("sweep", "randomized")),
                    Option("samples", int, 20, "random roundings per LP (randomized rounding)", low=1, high=10000),

@@ -235,7 +235,7 @@ class _IntervalModel:
 
 @register("moccasin", "Moccasin's CP (retention intervals per node, cumulative memory) over Checkmate's stages, "
                       "OR-Tools CP-SAT with a time limit: O(n) variables, at most `intervals` computes per node.",
-          exact=False,
+          exact=False, searching=True,
           options=(Option("intervals", int, 2, "retention intervals (computations) allowed per node", low=1,
                           high=64),
                    Option("workers", int, 2, "CP-SAT search workers", low=1, high=64),

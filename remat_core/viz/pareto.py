@@ -1,5 +1,9 @@
 """The Pareto figure: cost overhead against memory budget, one curve per solver.
 
+Each solver's line is its lower envelope (the best overhead it reached at or below each budget,
+which never rises with the budget), its raw points are markers: a budget whose own solve cost more
+than a smaller budget's shows a marker above the line.
+
 Marks the lower bound (no schedule fits below it: shaded), the checkpoint-all peak (no
 recomputation needed above it), the current budget, each solver's exact result there, and a
 solver's own lower bound on the cost where it reports one (``checkmate-lp``'s LP value, drawn as
@@ -28,6 +32,8 @@ MARK_LINES = {LOWER_BOUND: (LOWER_BOUND_COLOR, "dot"), PEAK: (LOWER_BOUND_COLOR,
 """The vertical lines' colour and dash by name: the bounds grey, the budget red. The budget slider's marks
 use the same colours."""
 ZERO_NOTE = "0% overheads (no recomputation) lie off a log axis"
+EACH_SOLVE = "(each solve)"
+"""The name suffix of a solver's raw points; its line is the lower envelope of them."""
 
 
 def solver_color(position: int) -> str:
@@ -63,8 +69,10 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
     Returns
     -------
     plotly.graph_objects.Figure
-        One ``lines+markers`` trace per solver (named after it), ``"best possible (<solver>)"``
-        traces for reported cost bounds, and ``"<solver> at budget"`` markers. The three vertical
+        Per solver, its lower envelope as a line named after it (the best overhead at or below each
+        budget: a schedule that fits a budget fits every larger one) and its raw points as markers
+        (``"<solver> (each solve)"``); ``"best possible (<solver>)"`` traces for reported cost
+        bounds, and ``"<solver> at budget"`` markers. The three vertical
         lines are layout shapes, each with a ``name``: ``lower bound``, ``checkpoint-all peak``,
         ``budget``.
     """
@@ -85,12 +93,20 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
     fig = go.Figure()
     for position, curve in enumerate(curves):
         color = solver_color(position)
+        steps = [(p, best) for p, best in zip(curve.feasible_points, curve.envelope()) if shown(best.overhead)]
+        fig.add_trace(go.Scatter(
+            x=[p.budget / scale for p, _ in steps], y=[100 * best.overhead for _, best in steps], name=curve.solver,
+            legendgroup=curve.solver, mode="lines", line={"color": color, "width": 2, "shape": "hv"},
+            customdata=[[format_bytes(best.budget)] for _, best in steps],
+            hovertemplate=(f"<b>{curve.solver}</b>: best at or below %{{x:.4g}} {unit.name}: %{{y:.2f}}%<br>"
+                           f"(its schedule solved at %{{customdata[0]}})<extra></extra>")))
         feasible = [p for p in curve.feasible_points if shown(p.overhead)]
         fig.add_trace(go.Scatter(
-            x=[p.budget / scale for p in feasible], y=[100 * p.overhead for p in feasible], name=curve.solver,
-            mode="lines+markers", line={"color": color, "width": 2, "shape": "hv"}, marker={"size": 6},
+            x=[p.budget / scale for p in feasible], y=[100 * p.overhead for p in feasible],
+            name=f"{curve.solver} {EACH_SOLVE}", legendgroup=curve.solver, showlegend=False, mode="markers",
+            marker={"color": color, "size": 7},
             customdata=[[format_bytes(p.peak), len(p.recomputed), p.seconds * 1e3] for p in feasible],
-            hovertemplate=(f"<b>{curve.solver}</b><br>budget %{{x:.4g}} {unit.name}<br>overhead %{{y:.2f}}%<br>"
+            hovertemplate=(f"<b>{curve.solver}</b> solved at %{{x:.4g}} {unit.name}<br>overhead %{{y:.2f}}%<br>"
                            f"peak %{{customdata[0]}}<br>recomputed %{{customdata[1]}} tensors<br>"
                            f"solved in %{{customdata[2]:.0f}} ms<extra></extra>")))
         bounds = [] if best_possible else [(p.budget / scale, 100 * curve.overhead_lower_bound(p))
@@ -132,7 +148,7 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
              **_decade_ticks([y for trace in fig.data for y in (trace.y or ())])} if log_y else \
         {**GRID, "title": "cost overhead over checkpoint-all (%)", "rangemode": "tozero"}
     fig.update_layout(**base_layout(
-        height=height, shapes=shapes, annotations=annotations, hovermode="closest",
+        height=height, shapes=shapes, annotations=annotations, hovermode="closest", uirevision="pareto",
         xaxis={**GRID, "title": f"memory budget ({unit.name})",
                "range": [(low - 0.04 * span) / scale, (top + 0.04 * span) / scale]},
         yaxis=yaxis))
