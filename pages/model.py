@@ -105,18 +105,15 @@ graph = model.graph
 summary = graph_summary(graph)
 st.subheader(plain(summary.name))
 st.caption(plain(model.origin))
-cols = st.columns(5)
-cols[0].metric("Nodes", f"{summary.nodes:,}", delta=f"{summary.edges:,} edges", delta_color="off", delta_arrow="off")
-cols[1].metric("Parameters", format_bytes(summary.param_bytes),
+figures = st.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
+shown = {"width": "content", "delta_color": "off", "delta_arrow": "off"}
+figures.metric("Nodes", f"{summary.nodes:,}", delta=f"{summary.edges:,} edges", **shown)
+figures.metric("Parameters", format_bytes(summary.param_bytes),
                delta=f"{model.parameters:,} values" if model.parameters else f"{summary.nodes_by_kind.get('param', 0)} "
-                                                                             f"tensors", delta_color="off",
-               delta_arrow="off")
-cols[2].metric("Activations", format_bytes(summary.activation_bytes), delta="all computed tensors",
-               delta_color="off", delta_arrow="off")
-cols[3].metric("Checkpoint-all peak", format_bytes(summary.checkpoint_all_peak), delta="no recomputation",
-               delta_color="off", delta_arrow="off")
-cols[4].metric("Lower bound", format_bytes(summary.lower_bound), delta="no schedule fits below",
-               delta_color="off", delta_arrow="off")
+                                                                             f"tensors", **shown)
+figures.metric("Activations", format_bytes(summary.activation_bytes), delta="all computed tensors", **shown)
+figures.metric("Checkpoint-all peak", format_bytes(summary.checkpoint_all_peak), delta="no recomputation", **shown)
+figures.metric("Lower bound", format_bytes(summary.lower_bound), delta="no schedule fits below", **shown)
 
 left, right = st.columns([1, 2])
 with left:

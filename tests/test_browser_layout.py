@@ -52,16 +52,6 @@ LAYOUT_CHECK = """() => {
   }
   return found;
 }"""
-CUT_TEXT_ELSEWHERE = {
-    "model": "the Model page's metrics (another branch) cut their values with an ellipsis at 1024 px",
-    "graph": "the Graph page's decomposition metrics (another branch) cut their deltas at 1024 px, once drawn",
-    "schedule": "the Schedule page's metrics (another branch) cut their values at 1024 px, once solved",
-    "timeline": "the Timeline page's 'Run on real tensors' button (another branch) is cut at 1024 px",
-}
-"""Pages of other branches that do not fit yet (url path -> what): xfail, named in the report; the lead
-drops the marks at the merge. Not strict: whether a metric is cut depends on what it shows when the
-check runs (a solve still running shows a shorter value)."""
-BUTTONS_CUT_ELSEWHERE = {"timeline": CUT_TEXT_ELSEWHERE["timeline"]}
 
 
 @pytest.fixture(scope="module")
@@ -96,18 +86,16 @@ def layouts(app_url, laptop):  # noqa: F811
     return found
 
 
-def pages(known: dict[str, str]):
-    return [pytest.param(e.url_path, marks=[pytest.mark.xfail(reason=known[e.url_path], strict=False)]
-                         if e.url_path in known else [], id=e.url_path) for e in PAGES]
+PAGE_PATHS = [e.url_path for e in PAGES]
 
 
-@pytest.mark.parametrize("page", pages(BUTTONS_CUT_ELSEWHERE))
+@pytest.mark.parametrize("page", PAGE_PATHS)
 def test_no_button_is_cut_and_no_control_hidden_at_1024x768(layouts, page):
     found = layouts[page]
     assert not found["cut_buttons"], f"{page}: button text cut: {found['cut_buttons']}"
     assert not found["covered"], f"{page}: controls hidden behind others: {found['covered']}"
 
 
-@pytest.mark.parametrize("page", pages(CUT_TEXT_ELSEWHERE))
+@pytest.mark.parametrize("page", PAGE_PATHS)
 def test_no_text_is_cut_at_1024x768(layouts, page):
     assert not layouts[page]["ellipsis"], f"{page}: text cut with an ellipsis: {layouts[page]['ellipsis']}"

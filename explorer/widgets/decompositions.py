@@ -133,17 +133,14 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
             st.error(f"The {kind} decomposition ({methods[kind]}) is not available for this graph: {plain(e)}")
     if not built:
         return
-    cols = st.columns(4)
-    for column, kind in zip((cols[0], cols[2]), built):
-        decomposition_, separators = built[kind]
-        column.metric(f"{kind.capitalize()} width", decomposition_.width,
-                      delta=f"{len(decomposition_.bags):,} bags, {decomposition_.method}", delta_color="off",
-                      delta_arrow="off")
+    figures = st.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
+    shown = {"width": "content", "delta_color": "off", "delta_arrow": "off"}
+    for kind, (decomposition_, separators) in built.items():
+        figures.metric(f"{kind.capitalize()} width", decomposition_.width,
+                       delta=f"{len(decomposition_.bags):,} bags, {decomposition_.method}", **shown)
         took = decomposition_.seconds
-        cols[1 if kind == "tree" else 3].metric(f"{kind.capitalize()} time",
-                                                f"{took:.1f} s" if took >= 1 else f"{took * 1e3:,.0f} ms",
-                                                delta=f"separator tree height {separators.height}",
-                                                delta_color="off", delta_arrow="off")
+        figures.metric(f"{kind.capitalize()} time", f"{took:.1f} s" if took >= 1 else f"{took * 1e3:,.0f} ms",
+                       delta=f"separator tree height {separators.height}", **shown)
     bag_picker(built, node_labels(graph), key)
     downloads = st.columns(len(built))
     for column, (kind, (decomposition_, separators)) in zip(downloads, built.items()):

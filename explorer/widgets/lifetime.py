@@ -24,12 +24,13 @@ class LifetimeChoice:
 
 def lifetime_controls(modules: Sequence[str]) -> LifetimeChoice:
     """The lifetime chart's row controls: all or recomputed tensors, a module to look inside, how many rows."""
-    show, where, count = st.columns([2, 2, 1])
-    picked = show.segmented_control("Rows", list(LIFETIME_SHOW), format_func=LIFETIME_SHOW.get, default="all",
-                                    required=True, key="w_lifetime_show")
-    module = where.selectbox("Module", modules, index=None, placeholder="every module" if modules else
-                             "this graph has no module paths", disabled=not modules, key="w_lifetime_module",
-                             help="Only the tensors of this module (and the modules inside it).")
-    rows = count.number_input("At most", min_value=10, max_value=MAX_LIFETIME_ROWS, value=LIFETIME_ROWS, step=10,
-                              key="w_lifetime_rows", help="Rows drawn: recomputed tensors first, then the largest.")
+    controls = st.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
+    picked = controls.segmented_control("Rows", list(LIFETIME_SHOW), format_func=LIFETIME_SHOW.get, default="all",
+                                        required=True, key="w_lifetime_show", width="content")
+    module = controls.selectbox("Module", modules, index=None, placeholder="every module" if modules else
+                                "this graph has no module paths", disabled=not modules, key="w_lifetime_module",
+                                help="Only the tensors of this module (and the modules inside it).", width=260)
+    rows = controls.number_input("At most", min_value=10, max_value=MAX_LIFETIME_ROWS, value=LIFETIME_ROWS, step=10,
+                                 key="w_lifetime_rows", help="Rows drawn: recomputed tensors first, then the largest.",
+                                 width=130)
     return LifetimeChoice(int(rows), picked == "recomputed", module)

@@ -46,12 +46,10 @@ def tensor_run_panel(model: Model, schedule: Schedule, key: tuple) -> TensorChec
     """
     blocked = why_not_runnable(model)
     with st.container(border=True):
-        action, result = st.columns([1, 4], vertical_alignment="center")
-        action.button("Run on real tensors", key=BUTTON_KEY, icon=":material/play_circle:", type="primary",
-                      disabled=blocked is not None, help=blocked or ABOUT, on_click=start_tensor_check,
-                      args=(model, schedule, key), width="stretch")
-        with result:
-            return _results(blocked, key, schedule.budget)
+        st.button("Run on real tensors", key=BUTTON_KEY, icon=":material/play_circle:", type="primary",
+                  disabled=blocked is not None, help=blocked or ABOUT, on_click=start_tensor_check,
+                  args=(model, schedule, key), width="content")
+        return _results(blocked, key, schedule.budget)
 
 
 def _results(blocked: str | None, key: tuple, budget: int | None) -> TensorCheck | None:
