@@ -33,14 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from training_graphs import residual_forward, training_graph  # noqa: E402 - a sibling benchmark module
+from browser import app_server  # noqa: E402 - sibling benchmark modules
+from training_graphs import residual_forward, training_graph  # noqa: E402
 
 from remat_core.frontends import trace_zoo_model  # noqa: E402
 
@@ -73,24 +73,6 @@ class Row:
 def say(text: str) -> None:
     """Progress on stderr (the table goes to stdout)."""
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-
-def serve(port: int) -> subprocess.Popen:
-    """``streamlit run app.py`` on 127.0.0.1:``port``, once it answers its health check."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
-         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as answer:
-                if answer.read().decode().strip() == "ok":
-                    return server
-        except OSError:
-            time.sleep(0.5)
-    server.terminate()
-    raise RuntimeError(f"streamlit did not answer on port {port} within 120 s")
 
 
 def rendered(page: Page) -> None:
@@ -208,28 +190,23 @@ def run(port: int, moves: int) -> tuple[list[Row], str]:
     with tempfile.TemporaryDirectory() as folder:
         say("tracing ResNet-50 and generating the 10,000-node graph")
         uploads = bench_files(Path(folder))
-        server = serve(port)
-        try:
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-                page = browser.new_page(viewport={"width": 1440, "height": 1000})
-                page.goto(f"http://127.0.0.1:{port}/")
-                rendered(page)
-                cases = [("ResNet-18, module level (default model)", None), *uploads]
-                try:
-                    rows += measure(page, cases, moves)
-                except Exception:
-                    FAILED_SHOT.parent.mkdir(exist_ok=True)
-                    page.screenshot(path=str(FAILED_SHOT))
-                    say(f"failed; the page then is in {FAILED_SHOT.relative_to(ROOT)}")
-                    raise
-                alone, total = resident_mb(server.pid)
-                rows.append(Row("server with the three models loaded", "resident memory", alone, total, "MB",
-                                "< 2000 MB"))
-                browser.close()
-        finally:
-            server.terminate()
-            server.wait(30)
+        with app_server(port) as server, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/")
+            rendered(page)
+            cases = [("ResNet-18, module level (default model)", None), *uploads]
+            try:
+                rows += measure(page, cases, moves)
+            except Exception:
+                FAILED_SHOT.parent.mkdir(exist_ok=True)
+                page.screenshot(path=str(FAILED_SHOT))
+                say(f"failed; the page then is in {FAILED_SHOT.relative_to(ROOT)}")
+                raise
+            alone, total = resident_mb(server.pid)
+            rows.append(Row("server with the three models loaded", "resident memory", alone, total, "MB",
+                            "< 2000 MB"))
+            browser.close()
     return rows, machine()
 
 

@@ -36,9 +36,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def served_app(port: int | None = None, log: Path | None = None, env: dict[str, str] | None = None) -> Iterator[str]:
-    """The app served on ``127.0.0.1:port`` (a free port by default); yields its URL, stops it on exit."""
-    port = port or free_port()
+def app_server(port: int, log: Path | None = None, env: dict[str, str] | None = None
+               ) -> Iterator[subprocess.Popen]:
+    """``streamlit run app.py`` on ``127.0.0.1:port`` once it answers its health check; stopped on exit."""
     url = f"http://127.0.0.1:{port}"
     out = open(log, "w") if log else subprocess.DEVNULL
     process = subprocess.Popen(
@@ -58,7 +58,7 @@ def served_app(port: int | None = None, log: Path | None = None, env: dict[str, 
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"streamlit did not answer on {url} within {SERVER_START_SECONDS} s") from None
                 time.sleep(0.3)
-        yield url
+        yield process
     finally:
         process.terminate()  # its PID only: it stops its own worker processes
         try:
@@ -68,6 +68,14 @@ def served_app(port: int | None = None, log: Path | None = None, env: dict[str, 
             process.wait(timeout=10)
         if log:
             out.close()
+
+
+@contextmanager
+def served_app(port: int | None = None, log: Path | None = None, env: dict[str, str] | None = None) -> Iterator[str]:
+    """The app served on ``127.0.0.1:port`` (a free port by default); yields its URL, stops it on exit."""
+    port = port or free_port()
+    with app_server(port, log, env):
+        yield f"http://127.0.0.1:{port}"
 
 
 @contextmanager

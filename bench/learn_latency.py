@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from browser import app_server  # noqa: E402 - a sibling benchmark module
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -39,23 +39,6 @@ SHOWN = """k => {
 }"""
 CLICKS = """() => document.addEventListener('click', e => { window.clickAt = e.timeStamp; }, true)"""
 WAITED = "() => window.shownAt - window.clickAt"
-
-
-def serve(port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
-         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as answer:
-                if answer.read().decode().strip() == "ok":
-                    return process
-        except OSError:
-            time.sleep(0.3)
-    process.terminate()
-    raise RuntimeError(f"streamlit did not answer on port {port} within 90 s")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -101,12 +84,8 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=5)
     parser.add_argument("--example", default=None, help="an example's title (default: the chain)")
     args = parser.parse_args()
-    server = serve(args.port)
-    try:
+    with app_server(args.port) as server:
         timings, cpu_ms = measure(args.port, args.clicks, args.warm, args.example, server.pid)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     q1, median, q3 = statistics.quantiles(timings, n=4)
     load = os.getloadavg()
     print(f"Next -> new step shown, {len(timings)} clicks after {args.warm} to warm: median {median:.0f} ms "
