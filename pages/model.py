@@ -11,6 +11,7 @@ from explorer.state.models import (CHAIN_ACTIVATION_MIB, CHAIN_LAYERS, DAG_EDGE_
 from explorer.state.zoo import zoo_form
 from explorer.widgets.exports import graph_download
 from explorer.widgets.text import plain
+from explorer.widgets.rows import figure_metric, wrapping_row
 from remat_core.analysis import graph_summary
 from remat_core.graph import format_bytes
 from remat_core.viz import module_memory_figure
@@ -105,15 +106,13 @@ graph = model.graph
 summary = graph_summary(graph)
 st.subheader(plain(summary.name))
 st.caption(plain(model.origin))
-figures = st.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
-shown = {"width": "content", "delta_color": "off", "delta_arrow": "off"}
-figures.metric("Nodes", f"{summary.nodes:,}", delta=f"{summary.edges:,} edges", **shown)
-figures.metric("Parameters", format_bytes(summary.param_bytes),
-               delta=f"{model.parameters:,} values" if model.parameters else f"{summary.nodes_by_kind.get('param', 0)} "
-                                                                             f"tensors", **shown)
-figures.metric("Activations", format_bytes(summary.activation_bytes), delta="all computed tensors", **shown)
-figures.metric("Checkpoint-all peak", format_bytes(summary.checkpoint_all_peak), delta="no recomputation", **shown)
-figures.metric("Lower bound", format_bytes(summary.lower_bound), delta="no schedule fits below", **shown)
+figures = wrapping_row()
+figure_metric(figures, "Nodes", f"{summary.nodes:,}", f"{summary.edges:,} edges")
+figure_metric(figures, "Parameters", format_bytes(summary.param_bytes),
+       f"{model.parameters:,} values" if model.parameters else f"{summary.nodes_by_kind.get('param', 0)} tensors")
+figure_metric(figures, "Activations", format_bytes(summary.activation_bytes), "all computed tensors")
+figure_metric(figures, "Checkpoint-all peak", format_bytes(summary.checkpoint_all_peak), "no recomputation")
+figure_metric(figures, "Lower bound", format_bytes(summary.lower_bound), "no schedule fits below")
 
 left, right = st.columns([1, 2])
 with left:

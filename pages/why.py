@@ -12,6 +12,7 @@ from explorer.safety import callback
 from explorer.widgets.budget import budget_scale, other_budget_slider
 from explorer.widgets.exports import csv_download, diff_records
 from explorer.widgets.metrics import outcome_message
+from explorer.widgets.rows import figure_metric, wrapping_row
 from explorer.widgets.text import percent, plain
 from explorer.widgets.why_link import why_url
 from remat_core import get_solver
@@ -69,11 +70,11 @@ node = explanation.node
 st.caption(f"Link to this explanation: [{plain(labels[tensor])}]({why_url(state.model(), solver, budget, tensor)})",
            help=f"Opens this page on this tensor, solver and budget. Its id in the graph file: {tensor}")
 
-with st.container(horizontal=True, gap="large"):  # metrics wrap on a narrow screen rather than cut their values
-    st.metric("Computed", f"{explanation.times_computed}×", width="content")
-    st.metric("Size", format_bytes(node.mem), width="content")
-    st.metric("Kind", node.kind, width="content")
-    st.metric("Readers", len(explanation.readers), width="content")
+figures = wrapping_row(gap="large")
+figure_metric(figures, "Computed", f"{explanation.times_computed}×")
+figure_metric(figures, "Size", format_bytes(node.mem))
+figure_metric(figures, "Kind", node.kind)
+figure_metric(figures, "Readers", len(explanation.readers))
 
 for computation in explanation.computations:
     with st.container(border=True):

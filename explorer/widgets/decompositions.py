@@ -23,6 +23,7 @@ from remat_core.viz import bag_label, clicked_index
 from .. import safety
 from ..figures.decompositions import decomposition, decomposition_figure
 from .exports import decomposition_download
+from .rows import figure_metric, wrapping_row
 from .text import plain
 
 SELECTED_BAG = "graph_selected_bag"
@@ -133,14 +134,13 @@ def decomposition_figures(graph: ComputeGraph, methods: dict[str, str], key: str
             st.error(f"The {kind} decomposition ({methods[kind]}) is not available for this graph: {plain(e)}")
     if not built:
         return
-    figures = st.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
-    shown = {"width": "content", "delta_color": "off", "delta_arrow": "off"}
+    figures = wrapping_row()
     for kind, (decomposition_, separators) in built.items():
-        figures.metric(f"{kind.capitalize()} width", decomposition_.width,
-                       delta=f"{len(decomposition_.bags):,} bags, {decomposition_.method}", **shown)
+        figure_metric(figures, f"{kind.capitalize()} width", decomposition_.width,
+               f"{len(decomposition_.bags):,} bags, {decomposition_.method}")
         took = decomposition_.seconds
-        figures.metric(f"{kind.capitalize()} time", f"{took:.1f} s" if took >= 1 else f"{took * 1e3:,.0f} ms",
-                       delta=f"separator tree height {separators.height}", **shown)
+        figure_metric(figures, f"{kind.capitalize()} time", f"{took:.1f} s" if took >= 1 else f"{took * 1e3:,.0f} ms",
+               f"separator tree height {separators.height}")
     bag_picker(built, node_labels(graph), key)
     downloads = st.columns(len(built))
     for column, (kind, (decomposition_, separators)) in zip(downloads, built.items()):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import streamlit as st
+
+from .rows import wrapping_row
 
 LIFETIME_ROWS = 60
 """Rows the lifetime chart shows until the user asks for more."""
@@ -24,7 +25,7 @@ class LifetimeChoice:
 
 def lifetime_controls(modules: Sequence[str]) -> LifetimeChoice:
     """The lifetime chart's row controls: all or recomputed tensors, a module to look inside, how many rows."""
-    controls = st.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
+    controls = wrapping_row()
     picked = controls.segmented_control("Rows", list(LIFETIME_SHOW), format_func=LIFETIME_SHOW.get, default="all",
                                         required=True, key="w_lifetime_show", width="content")
     module = controls.selectbox("Module", modules, index=None, placeholder="every module" if modules else

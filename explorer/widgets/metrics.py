@@ -15,6 +15,7 @@ from .. import safety, state
 from ..jobs.results import FitsAt, fits_at, options_key
 from ..jobs.worker import Outcome
 from .table import Missing, table
+from .rows import figure_metric, wrapping_row
 from .text import percent, plain
 
 
@@ -36,13 +37,11 @@ def estimate_metrics(container, point: CurvePoint, budget: int) -> None:
 def _metrics(container, peak: int, overhead: float, recomputed: int, extra: int, time_text: str, time_note: str,
              budget: int, estimate: bool) -> None:
     mark = "≈ " if estimate else ""
-    row = container.container(horizontal=True, gap="medium")  # wraps to two rows in a narrow window
-    shown = {"width": "content", "delta_color": "off", "delta_arrow": "off"}
-    row.metric(f"{mark}Peak memory", format_bytes(peak), delta=f"{peak / budget:.0%} of budget" if budget else None,
-               **shown)
-    row.metric(f"{mark}Cost overhead", percent(overhead), delta="over checkpoint-all", **shown)
-    row.metric(f"{mark}Recomputed tensors", f"{recomputed:,}", delta=f"{extra:,} extra computations", **shown)
-    row.metric("Solve time", time_text, delta=time_note, **shown)
+    row = wrapping_row(container)
+    figure_metric(row, f"{mark}Peak memory", format_bytes(peak), f"{peak / budget:.0%} of budget" if budget else None)
+    figure_metric(row, f"{mark}Cost overhead", percent(overhead), "over checkpoint-all")
+    figure_metric(row, f"{mark}Recomputed tensors", f"{recomputed:,}", f"{extra:,} extra computations")
+    figure_metric(row, "Solve time", time_text, time_note)
 
 
 def known_fit(solver: str) -> FitsAt | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import GraphError
-from .compute_graph import GRAPH_FORMAT, MAX_NODE_BYTES, ComputeGraph, Node
+from .compute_graph import GRAPH_FORMAT, ComputeGraph, Node
 
 MAX_GRAPH_FILE_BYTES = 200 * 1024 * 1024
 """Larger graph files are refused rather than read into memory."""
@@ -197,12 +197,13 @@ def _number(raw: Mapping[str, Any], field: str, where: str, fields: _NodeLinkFie
     return value
 
 
-def _whole_bytes(raw: Mapping[str, Any], field: str, where: str, fields: _NodeLinkFields) -> int:
+def _whole_bytes(raw: Mapping[str, Any], field: str, where: str, fields: _NodeLinkFields) -> float:
+    """The field checked as the file spells it; the graph converts it to bytes and checks its size."""
     value = _number(raw, field, where, fields)
     if value != int(value):
         raise GraphError(f"{where}: \"{field}\" must be a whole number of bytes ({fields.describe(field)}), got "
                          f"{value!r}")
-    return int(value) if value <= MAX_NODE_BYTES else value  # left as written for the graph's own size check
+    return value
 
 
 def _cost(raw: Mapping[str, Any], field: str, where: str, fields: _NodeLinkFields) -> float:
