@@ -121,3 +121,13 @@ def test_a_time_limit_bounds_auto_and_it_says_it_stopped():
     schedule = solve(graph, budget, time_limit=3)
     assert deadline.elapsed() <= 3 * 1.1 + 2
     assert schedule.solver_info.get("stopped_at_time_limit") and schedule.stats["peak"] <= budget
+
+
+@pytest.mark.parametrize("graph", [training_chain(12, mem=1000), random_layered(60, seed=3)], ids=["chain", "layered"])
+def test_a_budget_below_the_proved_bound_names_a_budget_auto_then_meets(graph):
+    budget = peak_lower_bound(graph) - 1
+    with pytest.raises(InfeasibleBudget) as refused:
+        solve(graph, budget, "auto", time_limit=10)
+    named = refused.value.smallest_feasible
+    assert named is not None and budget < named <= checkpoint_all_peak(graph)
+    assert simulate(graph, solve(graph, named, "auto", time_limit=10), budget=named).peak <= named

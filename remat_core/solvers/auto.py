@@ -116,7 +116,8 @@ def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, e
     Raises
     ------
     InfeasibleBudget
-        Proved: the budget is below :func:`~remat_core.solvers._bounds.peak_lower_bound`, or the
+        Proved: the budget is below :func:`~remat_core.solvers._bounds.peak_lower_bound` (the smallest
+        feasible budget named is the least lifetime splitting meets aiming at that bound), or the
         exhaustive search of a tiny graph found no schedule (the smallest feasible budget is then
         exact). Otherwise (no stage found a schedule in time), not a proof: the message says so
         and gives the proved bound, and the smallest feasible budget named is the floor of
@@ -125,9 +126,9 @@ def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, e
     deadline = Deadline(DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
     bound = peak_lower_bound(graph)
     if budget < bound:
-        raise InfeasibleBudget(budget, None, "auto", f"proved: every schedule needs at least {bound:,} bytes (the "
-                                                     f"last input of some node is computed while its other inputs "
-                                                     f"are resident)")
+        raise InfeasibleBudget(budget, _budget_met_near(graph, bound, deadline), "auto",
+                               f"proved: every schedule needs at least {bound:,} bytes (the last input of some node is "
+                               f"computed while its other inputs are resident)")
     base_cost = checkpoint_all_cost(graph)
     if checkpoint_all_peak(graph) <= budget:
         ops, reasons = checkpoint_all_ops(graph)
@@ -145,6 +146,16 @@ def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, e
         _improve_stage(portfolio, stall, seed, exact_follows)
     fixed_order = _exact_stage(portfolio) if exact_follows and not portfolio.optimal(base_cost) else None
     return _result(portfolio, bound, fixed_order)
+
+
+def _budget_met_near(graph: ComputeGraph, bound: int, deadline: Deadline) -> int:
+    """The smallest budget lifetime splitting aimed at ``bound`` meets (from either order), which ``auto`` meets
+    too; checkpoint-all's peak when splitting is out of time."""
+    met = [checkpoint_all_peak(graph)]
+    for name in ("memory", "graph"):
+        outcome, = lifetime_split_timelines(graph, bound, name, deadline)
+        met.append(outcome.timeline.peak if outcome.timeline.peak <= bound else outcome.floor or met[0])
+    return min(met)
 
 
 def _exhaustive_stage(portfolio: _Portfolio) -> Schedule | None:
