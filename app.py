@@ -13,12 +13,11 @@ file again under another name, where it must do nothing (and load nothing they d
 if __name__ == "__main__":
     import streamlit as st
 
-    from explorer.frame import frame, mark_entry, run_page
+    from explorer.frame import frame, run_page
     from explorer.pages import DEFAULT_PAGE, PAGES, entry_titled
 
     navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path,
                                         default=p.path == DEFAULT_PAGE) for p in PAGES])
     entry = entry_titled(navigation.title)
     frame(schedule_summary=not entry.draws_schedule_summary)
-    mark_entry()
     run_page(navigation, entry.title)

@@ -28,7 +28,7 @@ from remat_core import (InfeasibleBudget, checkpoint_all_cost, checkpoint_all_pe
                         solve)
 from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
 from remat_core.graph import chain, k_tree, training_chain
-from remat_core.solvers._separator_recursion import plan_over_hierarchy, pure_bounds, separator_hierarchy
+from remat_core.solvers.separators.recursion import plan_over_hierarchy, pure_bounds, separator_hierarchy
 
 FRACTIONS = (0.5, 0.25)
 SIZES = (16, 32, 64, 128, 256, 512, 1024)

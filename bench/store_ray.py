@@ -24,7 +24,7 @@ from remat_core.analysis import sweep_budgets
 from remat_core.batch import Cell, open_backend, run_grid
 from remat_core.frontends import trace_zoo_model
 from remat_core.schedule import checkpoint_all_peak
-from remat_core.store import ResultStore, solve_through_store
+from remat_core.store import ResultStore, stored_solve
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "store-and-ray.md"
 BACKENDS = (("local", 1), ("local", 2), ("ray", 2))
@@ -78,7 +78,7 @@ def main() -> None:
             for _ in range(2):
                 fresh = ComputeGraph.from_json(document)
                 started = time.perf_counter()
-                outcome = solve_through_store(single, fresh, solver, budget)
+                outcome = stored_solve(fresh, budget, solver, store=single)
                 times.append(time.perf_counter() - started)
             repeats.append((solver, *times, outcome.from_store))
 

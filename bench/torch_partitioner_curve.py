@@ -19,7 +19,7 @@ from pathlib import Path
 
 from remat_core import ComputeGraph, checkpoint_all_cost, checkpoint_all_peak, load_graph, memory_lower_bound, sweep
 from remat_core.frontends import trace_training_graph, trace_zoo_model
-from remat_core.solvers.torch_partitioner import torch_partition_curve
+from remat_core.solvers.peers.torch_partitioner import torch_partition_curve
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ("rotor", "dtr")
@@ -49,8 +49,8 @@ def curves(graph: ComputeGraph) -> dict:
     low = memory_lower_bound(graph)
     budgets = [int(low + (peak - low) * k / (POINTS - 1)) for k in range(POINTS)]
     for name in OURS:
-        doc[name] = [{"peak": share(r.peak), "overhead": r.cost / base - 1} for r in sweep(graph, name, budgets)
-                     if r.peak is not None]
+        doc[name] = [{"peak": share(o.stats["peak"]), "overhead": o.stats["overhead"]}
+                     for o in sweep(graph, budgets, name) if o.feasible]
     return doc
 
 

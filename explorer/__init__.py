@@ -1,6 +1,6 @@
 """The Streamlit side of Remat Explorer: the frame, the page list, and what the pages share.
 
-Pages (``pages/*.py``) stay thin: they read the current model, budget and solver from
+Pages (``app_pages/*.py``) stay thin: they read the current model, budget and solver from
 :mod:`explorer.state`, get results through :mod:`explorer.jobs`, draw cached figures from
 :mod:`explorer.figures` (built by :mod:`remat_core.viz`), and use the widgets in
 :mod:`explorer.widgets`. :mod:`explorer.frame` draws what every page shares, :mod:`explorer.safety` is the

@@ -20,7 +20,7 @@ from remat_core import ComputeGraph
 from remat_core.analysis import RecursionWalk, module_subgraph, recursion_walk
 from remat_core.graph import training_chain
 from remat_core.graph.generators import residual_training_net, unet_training_graph
-from remat_core.solvers import trace_recursion
+from remat_core.solvers import find_solvers, trace_recursion
 
 from .figures.lesson import WalkFigures
 from .safety import callback
@@ -50,7 +50,11 @@ MAX_LESSON_COMPUTES = 6_000
 """Compute ops a traced recursion may emit before the lesson refuses it (the recursion grows like n^log k)."""
 
 MODULE_EXAMPLE = "module"
-RECURSIONS = ("treewidth", "pathwidth")
+DEFAULT_RECURSION = "treewidth"
+"""The recursion a lesson opens on: the paper's first (TW-Remat)."""
+RECURSIONS = tuple(sorted((spec.name for spec in find_solvers(traceable_recursion=True)),
+                          key=lambda name: name != DEFAULT_RECURSION))
+"""The solvers whose recursion a lesson can trace (the registry's tag), the default first."""
 MEMORY_MODES = ("pure", "budget")
 
 LESSON_PARAMS = ("example", "size", "recursion", "memory", "step")

@@ -17,14 +17,14 @@ class PageEntry(NamedTuple):
 
 
 PAGES = (
-    PageEntry("pages/model.py", "Model", ":material/deployed_code:", "model"),
-    PageEntry("pages/graph.py", "Graph", ":material/account_tree:", "graph"),
-    PageEntry("pages/schedule.py", "Schedule", ":material/tune:", "schedule", draws_schedule_summary=True),
-    PageEntry("pages/timeline.py", "Timeline", ":material/timeline:", "timeline"),
-    PageEntry("pages/why.py", "Why recomputed?", ":material/help:", "why"),
-    PageEntry("pages/learn.py", "Learn", ":material/school:", "learn"),
+    PageEntry("app_pages/model.py", "Model", ":material/deployed_code:", "model"),
+    PageEntry("app_pages/graph.py", "Graph", ":material/account_tree:", "graph"),
+    PageEntry("app_pages/schedule.py", "Schedule", ":material/tune:", "schedule", draws_schedule_summary=True),
+    PageEntry("app_pages/timeline.py", "Timeline", ":material/timeline:", "timeline"),
+    PageEntry("app_pages/why.py", "Why recomputed?", ":material/help:", "why"),
+    PageEntry("app_pages/learn.py", "Learn", ":material/school:", "learn"),
 )
-DEFAULT_PAGE = "pages/model.py"
+DEFAULT_PAGE = "app_pages/model.py"
 
 
 def entry_titled(title: str) -> PageEntry:

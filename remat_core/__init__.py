@@ -21,23 +21,24 @@ import importlib
 from typing import Any
 
 from .errors import (BudgetError, DecompositionError, GraphError, InfeasibleBudget, InvalidSchedule, RematError,
-                     ScheduleFormatError, SolverLimitExceeded, SolverOptionError, TraceError, UnknownSolver, ZooError)
+                     ScheduleFormatError, SearchStopped, SolverLimitExceeded, SolverOptionError, TraceError,
+                     UnknownSolver, ZooError)
 from .graph import (NODE_KINDS, ComputeGraph, Node, format_bytes, load_graph, parse_budget, parse_graph, save_graph,
                     with_backward)
 from .schedule import (Schedule, SimulationResult, checkpoint_all_cost, checkpoint_all_peak, load_schedule,
                        memory_lower_bound, save_schedule, simulate)
-from .solvers import SweepRow, get_solver, list_solvers, solve, sweep
+from .solvers import SolveOutcome, get_solver, list_solvers, solve, solve_outcome, sweep
 
 # Importing the frontends registers the ``.onnx`` loader of load_graph; the tracer and the zoo
 # need PyTorch and load on first use (remat_core.frontends).
 from . import frontends  # noqa: E402,F401  isort: skip
 
 __all__ = ["BudgetError", "ComputeGraph", "DecompositionError", "GraphError", "InfeasibleBudget", "InvalidSchedule",
-           "NODE_KINDS", "Node", "RematError", "Schedule", "ScheduleFormatError", "SimulationResult",
-           "SolverLimitExceeded", "SolverOptionError", "SweepRow", "TraceError", "UnknownSolver", "ZooError",
+           "NODE_KINDS", "Node", "RematError", "Schedule", "ScheduleFormatError", "SearchStopped", "SimulationResult",
+           "SolveOutcome", "SolverLimitExceeded", "SolverOptionError", "TraceError", "UnknownSolver", "ZooError",
            "checkpoint_all_cost", "checkpoint_all_peak", "format_bytes", "get_solver", "list_solvers", "load_graph",
            "load_schedule", "memory_lower_bound", "parse_budget", "parse_graph", "save_graph", "save_schedule",
-           "rematerialize", "simulate", "solve", "sweep", "with_backward"]
+           "rematerialize", "simulate", "solve", "solve_outcome", "sweep", "with_backward"]
 
 _LAZY_IMPORTS = {"rematerialize": ".run"}
 """Names that need PyTorch: loaded on first use, so that ``import remat_core`` does not import it."""

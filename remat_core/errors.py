@@ -2,8 +2,8 @@
 
 Every error a user can cause derives from :class:`RematError`, and its message says what was wrong
 and what would work. The CLI maps them to exit codes: :class:`InvalidSchedule` -> 1,
-:class:`InfeasibleBudget` -> 3, every other :class:`RematError` -> 2; any other exception is a
-bug of this package (exit 4, "internal error").
+:class:`InfeasibleBudget` -> 3, :class:`SearchStopped` -> 5, every other :class:`RematError` -> 2; any
+other exception is a bug of this package (exit 4, "internal error").
 """
 
 from __future__ import annotations
@@ -115,6 +115,14 @@ class InfeasibleBudget(RematError):
 
     def __reduce__(self):
         return type(self), (self.budget, self.smallest_feasible, self.solver, self.detail)
+
+
+class SearchStopped(InfeasibleBudget):
+    """A search that reached its time limit before it found a schedule within the budget.
+
+    Not a proof: a longer time limit may find one. ``smallest_feasible`` is the smallest budget
+    known to fit (None when none is known); ``detail`` says what was tried.
+    """
 
 
 class ZooError(RematError, ValueError):

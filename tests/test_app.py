@@ -8,21 +8,22 @@ import json
 import re
 from functools import partial
 
+import job_functions
 import numpy as np
 import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
-import job_functions
 from test_import import onnx_convnet
 from test_pt2_safety import ATTACKS, exported_linear, with_records
 
 from explorer import learn, state
 from explorer.figures.decompositions import decomposition
-from explorer.jobs.results import best_possible, options_key, solve_key, solve_outcome, sweep_status, tensor_check_status
-from explorer.jobs.runner import solve_lane, stop_background_work
-from explorer.jobs.worker import lp_bound
+from explorer.jobs.lanes import solve_lane, stop_background_work
+from explorer.jobs.results import (awaited_solve, best_possible, options_key, solve_key, sweep_status, tensor_check_job,
+                                   tensor_check_status)
+from explorer.jobs.tasks import lp_bound
 from explorer.pages import PAGES
 from explorer.state import models, zoo
 from explorer.state.models import default_model
@@ -83,7 +84,7 @@ def test_every_page_runs_on_the_default_model(page):
 
 
 def test_moving_the_budget_slider_changes_the_metrics_and_the_sidebar():
-    at = app("pages/schedule.py")
+    at = app("app_pages/schedule.py")
     slider = at.slider(key="w_budget")
     first_budget = at.session_state[state.BUDGET]
     shown = texts(solved(at))
@@ -101,7 +102,7 @@ def solved(at: AppTest) -> AppTest:
     """Rerun once the session solver's solve at the session's budget has ended (as the page's poll would)."""
     session = at.session_state
     solver = session[state.SOLVER]
-    solve_outcome(session[state.MODEL].graph, solver, session[state.BUDGET],
+    awaited_solve(session[state.MODEL].graph, session[state.BUDGET], solver,
                   options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
     return at.run()
 
@@ -110,12 +111,12 @@ def texts_at_top(at: AppTest, budget: int) -> list[str]:
     """The page's answer at ``budget``, from a fresh session (for comparison)."""
     fresh = app()
     fresh.session_state[state.BUDGET] = budget
-    fresh.switch_page("pages/schedule.py").run()
+    fresh.switch_page("app_pages/schedule.py").run()
     return texts(solved(fresh))
 
 
 def test_the_slider_goes_from_under_the_lower_bound_to_over_the_peak():
-    at = app("pages/schedule.py")
+    at = app("app_pages/schedule.py")
     slider = at.slider(key="w_budget")
     graph = at.session_state[state.MODEL].graph
     assert slider.min * 2**20 < memory_lower_bound(graph) and slider.max * 2**20 > checkpoint_all_peak(graph)
@@ -125,15 +126,15 @@ def test_the_pareto_chart_switches_to_a_log_overhead_axis_and_keeps_it():
     at = app()
     at.session_state[state.MODEL] = state.Model(training_chain(10, mem=2**20), "test")
     at.session_state[state.SOLVER] = "rotor"  # a quick sweep: the axis is what is tested
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     session = at.session_state
     sweep_status(session[state.MODEL].graph, session[state.SOLVER], (), session[state.TIME_LIMIT], wait=120)
     at.run()
     assert pareto_yaxis(at).get("type") != "log"
     at.toggle(key="w_pareto_log").set_value(True).run()
     assert not at.exception and pareto_yaxis(at)["type"] == "log" and session[state.PARETO_LOG] is True
-    at.switch_page("pages/timeline.py").run()
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/timeline.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     assert at.toggle(key="w_pareto_log").value is True and pareto_yaxis(at)["type"] == "log"
 
 
@@ -147,7 +148,7 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
     graph = training_chain(8, mem=2**20)
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = state.default_budget(graph)
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
     smallest = sweep_status(graph, solver, (), limit, wait=120).curve.smallest_feasible()
     assert memory_lower_bound(graph) <= smallest < checkpoint_all_peak(graph)  # below what the solve itself knows
@@ -158,15 +159,15 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
     assert f"It fits at **{format_bytes(smallest)}**" in warning
     next(b for b in at.button if b.proto.label == f"Use {format_bytes(smallest)}").click().run()
     assert at.session_state[state.BUDGET] == smallest
-    assert solve_outcome(graph, solver, smallest, (), limit).schedule is not None
+    assert awaited_solve(graph, smallest, solver, (), limit).schedule is not None
     at.run()
     assert not at.exception and not at.warning and not at.error
     assert {m.label: m.value for m in at.metric}["Peak memory"] == format_bytes(
-        solve_outcome(graph, solver, smallest, (), limit).schedule.stats["peak"])
+        awaited_solve(graph, smallest, solver, (), limit).schedule.stats["peak"])
 
 
 def test_a_typed_budget_applies_once_and_the_slider_wins_afterwards():
-    at = app("pages/schedule.py")
+    at = app("app_pages/schedule.py")
     typed = parse_budget("70%", checkpoint_all_peak(at.session_state[state.MODEL].graph))
     at.text_input(key="w_budget_text").input("70%").run()
     assert not at.exception and at.session_state[state.BUDGET] == typed
@@ -180,7 +181,7 @@ def test_a_typed_budget_applies_once_and_the_slider_wins_afterwards():
 
 
 def test_a_bad_typed_budget_says_why_and_keeps_the_budget():
-    at = app("pages/schedule.py")
+    at = app("app_pages/schedule.py")
     before = at.session_state[state.BUDGET]
     at.text_input(key="w_budget_text").input("lots").run()
     assert not at.exception and at.session_state[state.BUDGET] == before
@@ -211,7 +212,7 @@ def test_node_names_that_look_like_markdown_are_shown_as_typed_on_the_why_page()
     at = app()
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = (memory_lower_bound(graph) + checkpoint_all_peak(graph)) // 2
-    settled(at.switch_page("pages/why.py").run())
+    settled(at.switch_page("app_pages/why.py").run())
     assert not at.exception
     described = [m.value for m in at.markdown if "computation of" in m.value]
     assert described and any(plain(name) in text for name in MARKDOWN_NAMES for text in described)
@@ -219,7 +220,7 @@ def test_node_names_that_look_like_markdown_are_shown_as_typed_on_the_why_page()
 
 
 def test_a_typed_budget_that_looks_like_markdown_is_shown_as_typed():
-    at = app("pages/schedule.py")
+    at = app("app_pages/schedule.py")
     at.text_input(key="w_budget_text").input(MARKDOWN_NAMES[1]).run()
     assert not at.exception and any(plain(MARKDOWN_NAMES[1]) in w.value for w in at.warning)
     assert_shown_as_typed(at)
@@ -239,11 +240,11 @@ def test_switching_solver_works(solver):
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = state.default_budget(graph)
     at.session_state[state.TIME_LIMIT] = 1.0
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     at.selectbox(key="w_solver").set_value(solver).run()
     assert not at.exception, at.exception
     assert at.session_state[state.SOLVER] == solver and plain(solver) in sidebar_text(at)
-    outcome = solve_outcome(graph, solver, at.session_state[state.BUDGET], (), 1.0)  # the exact solve, waited for
+    outcome = awaited_solve(graph, at.session_state[state.BUDGET], solver, (), 1.0)  # the exact solve, waited for
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     if solver in ("checkpoint-all", "torch-partitioner"):
@@ -257,7 +258,7 @@ def test_switching_solver_works(solver):
         metrics = {m.label: m.value for m in at.metric}
         assert metrics["Peak memory"] == format_bytes(outcome.schedule.stats["peak"])
         assert metrics["Cost overhead"] == percent(outcome.schedule.stats["overhead"])
-    at.switch_page("pages/timeline.py").run()
+    at.switch_page("app_pages/timeline.py").run()
     assert not at.exception and not at.error and at.session_state[state.SOLVER] == solver
 
 
@@ -288,7 +289,7 @@ def malicious_pt2(marker) -> bytes:
     ("damaged.pt2", damaged_pt2(), "not a loadable torch.export program"),
 ])
 def test_a_bad_upload_shows_an_error_and_keeps_the_model(name, data, message):
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     before = at.session_state[state.MODEL]
     upload(at, name, data)
     assert not at.exception
@@ -299,7 +300,7 @@ def test_a_bad_upload_shows_an_error_and_keeps_the_model(name, data, message):
 
 
 def test_a_malicious_pt2_upload_is_refused_and_nothing_in_it_runs(tmp_path):
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     before = at.session_state[state.MODEL]
     upload(at, "evil.pt2", malicious_pt2(tmp_path / "ran"))
     assert not at.exception and "refused by the safe .pt2 loader" in at.error[0].value.replace("\\", "")
@@ -315,7 +316,7 @@ def test_an_upload_failing_in_any_other_way_shows_an_error_and_keeps_the_model(m
     def fail(*args, **kwargs):
         raise failure
     monkeypatch.setattr(models, loader, fail)
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     before = at.session_state[state.MODEL]
     upload(at, name, b"contents")
     assert not at.exception
@@ -327,7 +328,7 @@ def test_a_zoo_model_failing_to_trace_in_any_way_shows_an_error_and_keeps_the_mo
     def fail(*args, **kwargs):
         raise RuntimeError("tracer crashed")
     monkeypatch.setattr(zoo, "trace_zoo_model", fail)
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     before = at.session_state[state.MODEL]
     at.selectbox(key="w_zoo_model").set_value("mlp").run()
     at.number_input(key="w_zoo_mlp_batch_size").set_value(7)  # a trace no other test has cached
@@ -339,7 +340,7 @@ def test_a_zoo_model_failing_to_trace_in_any_way_shows_an_error_and_keeps_the_mo
 
 def test_a_file_over_the_size_limit_is_refused_before_parsing(monkeypatch):
     monkeypatch.setattr(models, "MAX_UPLOAD_BYTES", 1024)
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     before = at.session_state[state.MODEL]
     upload(at, "big.json", json.dumps(training_chain(40).to_json()).encode())
     assert at.error and "more than the 1 KiB" in at.error[0].value.replace("\\", "")
@@ -347,7 +348,7 @@ def test_a_file_over_the_size_limit_is_refused_before_parsing(monkeypatch):
 
 
 def test_a_good_upload_becomes_the_model_and_resets_the_budget():
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     graph = training_chain(7, mem=2**20, name="uploaded-chain")
     upload(at, "mine.json", json.dumps(graph.to_json()).encode())
     assert not at.exception and not at.error
@@ -358,7 +359,7 @@ def test_a_good_upload_becomes_the_model_and_resets_the_budget():
 
 
 def test_generating_a_graph_replaces_the_model():
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     at.radio(key="w_generated_family").set_value("Random DAG").run()
     at.number_input(key="w_generated_nodes").set_value(40)
     next(b for b in at.button if b.proto.label == "Use this graph").click().run()
@@ -370,7 +371,7 @@ def test_generating_a_graph_replaces_the_model():
 def test_the_timeline_page_shows_what_is_resident_at_a_step():
     at = app()
     at.session_state[state.BUDGET] = 10**12
-    settled(at.switch_page("pages/timeline.py").run())
+    settled(at.switch_page("app_pages/timeline.py").run())
     assert not at.exception
     frames = json.loads(at.get("plotly_chart")[0].proto.spec)["frames"]
     assert frames
@@ -386,7 +387,7 @@ def settled(at: AppTest) -> AppTest:
     auto's, is not waited for by the page)."""
     session = at.session_state
     solver = session[state.SOLVER]
-    solve_outcome(session[state.MODEL].graph, solver, session[state.BUDGET],
+    awaited_solve(session[state.MODEL].graph, session[state.BUDGET], solver,
                   options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
     return at.run()
 
@@ -394,7 +395,7 @@ def settled(at: AppTest) -> AppTest:
 def current_solve_key(at: AppTest) -> tuple:
     session = at.session_state
     solver = session[state.SOLVER]
-    return solve_key(session[state.MODEL].graph, solver, session[state.BUDGET],
+    return solve_key(session[state.MODEL].graph, session[state.BUDGET], solver,
                      options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
 
 
@@ -410,13 +411,12 @@ def run_button(at: AppTest):
 
 
 def test_the_timeline_runs_the_schedule_on_real_tensors_and_overlays_the_real_memory():
-    at = app("pages/timeline.py")
+    at = app("app_pages/timeline.py")
     assert not run_button(at).disabled
     run_button(at).click().run()
     assert not at.exception and not at.error
-    started, outcome = tensor_check_status(current_solve_key(at), wait=300)
-    assert started and outcome.error is None
-    check = outcome.check
+    started, check, error = tensor_check_status(current_solve_key(at), wait=300)
+    assert started and error is None
     assert check.gradients_match and check.measured_peak == check.simulated_peak
     at.run()
     assert not at.exception and not at.error
@@ -428,8 +428,8 @@ def test_the_timeline_runs_the_schedule_on_real_tensors_and_overlays_the_real_me
     steps = plotly_values(measured["x"]).astype(int)
     assert len(steps) == len(check.measured_memory)  # every step drawn (a few hundred ops)
     assert np.allclose(plotly_values(measured["y"]) * 2**20, np.asarray(check.measured_memory)[steps])
-    at.switch_page("pages/why.py").run()
-    at.switch_page("pages/timeline.py").run()  # the result belongs to the solve: still there
+    at.switch_page("app_pages/why.py").run()
+    at.switch_page("app_pages/timeline.py").run()  # the result belongs to the solve: still there
     assert {m.label for m in at.metric} >= {"Gradients", "Measured peak"}
 
 
@@ -440,32 +440,32 @@ def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_sched
     at = app()
     at.session_state[state.MODEL] = model
     at.session_state[state.BUDGET] = state.default_budget(graph)
-    settled(at.switch_page("pages/timeline.py").run())
+    settled(at.switch_page("app_pages/timeline.py").run())
     budget, solver = at.session_state[state.BUDGET], at.session_state[state.SOLVER]
     run_button(at).click().run()
-    _, outcome = tensor_check_status(current_solve_key(at), wait=300)
-    assert outcome.check is None and "differs" in outcome.error
+    _, check, error = tensor_check_status(current_solve_key(at), wait=300)
+    assert check is None and "differs" in error
     at.run()
     assert not at.exception and at.error and "The run on real tensors failed" in at.error[0].value
     assert at.session_state[state.MODEL] is model and at.session_state[state.BUDGET] == budget
     assert at.session_state[state.SOLVER] == solver and at.get("plotly_chart")  # the timeline is still drawn
-    failed = tensor_check_status(current_solve_key(at))[1]
+    failed = tensor_check_job(current_solve_key(at))
     run_button(at).click().run()  # pressing again retries a failed run
-    _, again = tensor_check_status(current_solve_key(at), wait=300)
-    assert again is not failed and "differs" in again.error
+    _, check, error = tensor_check_status(current_solve_key(at), wait=300)
+    assert tensor_check_job(current_solve_key(at)) is not failed and check is None and "differs" in error
 
 
 def test_a_graph_read_from_a_file_cannot_run_on_real_tensors():
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     upload(at, "mine.json", json.dumps(training_chain(7, mem=2**20).to_json()).encode())
-    settled(at.switch_page("pages/timeline.py").run())
+    settled(at.switch_page("app_pages/timeline.py").run())
     assert not at.exception and run_button(at).disabled
     assert any("No model behind this graph" in c.value for c in at.caption)
-    assert tensor_check_status(current_solve_key(at)) == (False, None)
+    assert tensor_check_status(current_solve_key(at)) == (False, None, None)
 
 
 def test_the_learn_page_steps_forward():
-    at = app("pages/learn.py")
+    at = app("app_pages/learn.py")
     first = at.session_state[learn.STEP]
     next_button = next(b for b in at.button if "Next" in b.proto.label)
     next_button.click().run()
@@ -493,7 +493,7 @@ def lifetime_rows_shown(at: AppTest) -> list[str]:
 
 
 def test_the_lifetime_chart_shows_the_rows_asked_for():
-    at = app("pages/timeline.py")
+    at = app("app_pages/timeline.py")
     model = at.session_state[state.MODEL]
     assert len(lifetime_rows_shown(at)) == 60 < len(model.graph)
     at.number_input(key="w_lifetime_rows").set_value(20).run()
@@ -503,15 +503,15 @@ def test_the_lifetime_chart_shows_the_rows_asked_for():
     assert all(label.startswith("layer2.") for label in lifetime_rows_shown(at))
     at.selectbox(key="w_lifetime_module").set_value(None).run()
     at.segmented_control(key="w_lifetime_show").set_value("recomputed").run()
-    recomputed = [n for n, c in solve_outcome(model.graph, at.session_state[state.SOLVER],
-                                              at.session_state[state.BUDGET], (), at.session_state[state.TIME_LIMIT])
+    recomputed = [n for n, c in awaited_solve(model.graph, at.session_state[state.BUDGET],
+                                              at.session_state[state.SOLVER], (), at.session_state[state.TIME_LIMIT])
                   .schedule.simulation.compute_counts.items() if c > 1]
     assert not at.exception and len(lifetime_rows_shown(at)) == min(20, len(recomputed)) > 0
     assert any(f"of {len(recomputed):,} tensors" in c.value for c in at.caption)
 
 
 def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
-    at = app("pages/timeline.py")
+    at = app("app_pages/timeline.py")
     picker = at.selectbox(key="w_timeline_why")
     tensor = picker.options and picker.value
     assert tensor, "the default model's default schedule should recompute something"
@@ -523,7 +523,7 @@ def test_explain_on_the_timeline_opens_the_why_page_on_that_tensor():
 
 
 def test_tracing_a_zoo_model_from_the_model_page():
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     at.selectbox(key="w_zoo_model").set_value("mlp").run()
     at.number_input(key="w_zoo_mlp_batch_size").set_value(2)
     at.number_input(key="w_zoo_mlp_depth").set_value(1)
@@ -536,7 +536,7 @@ def test_tracing_a_zoo_model_from_the_model_page():
 
 
 def test_an_onnx_upload_gets_its_backward_pass():
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     upload(at, "convnet.onnx", onnx_convnet())
     assert not at.exception and not at.error
     model = at.session_state[state.MODEL]
@@ -547,15 +547,15 @@ def test_an_onnx_upload_gets_its_backward_pass():
 def test_a_pt2_export_is_traced_not_executed_as_code():
     buffer = io.BytesIO()
     torch.export.save(torch.export.export(torch.nn.Linear(4, 3), (torch.randn(2, 4),)), buffer)
-    at = app("pages/model.py")
+    at = app("app_pages/model.py")
     upload(at, "linear.pt2", buffer.getvalue())
     assert not at.exception and not at.error
     graph = at.session_state[state.MODEL].graph
     assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
-    settled(at.switch_page("pages/timeline.py").run())  # a .pt2 holds the weights: its schedules run on real tensors
+    settled(at.switch_page("app_pages/timeline.py").run())  # a .pt2 holds the weights: its schedules run on real tensors
     run_button(at).click().run()
-    _, outcome = tensor_check_status(current_solve_key(at), wait=300)
-    assert outcome.error is None and outcome.check.gradients_match
+    _, check, error = tensor_check_status(current_solve_key(at), wait=300)
+    assert error is None and check.gradients_match
 
 
 def test_best_possible_line_bounds_the_solvers_from_below():
@@ -566,7 +566,7 @@ def test_best_possible_line_bounds_the_solvers_from_below():
         bounds[budget] = overhead = lp_bound(graph, budget, 10.0)  # what the worker's job computes, run here
         assert overhead is not None and overhead >= -1e-9
         for solver in ("checkpoint-all", "dtr", "checkmate-lp"):
-            outcome = solve_outcome(graph, solver, budget, (), 10.0)
+            outcome = awaited_solve(graph, budget, solver, (), 10.0)
             if outcome.schedule is not None:
                 assert overhead <= outcome.schedule.stats["overhead"] + 1e-9
     ordered = [bounds[b] for b in sorted(bounds)]
@@ -580,12 +580,12 @@ def test_the_comparison_table_has_a_mip_gap_column_when_a_solver_reports_one():
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = state.default_budget(graph)
     at.session_state[state.TIME_LIMIT] = 5.0
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     at.selectbox(key="w_solver").set_value("dtr").run()  # a heuristic: no bound, no gap
     at.multiselect(key="w_compare").set_value(["checkmate-milp"]).run()
     budget = at.session_state[state.BUDGET]
     for solver in (at.session_state[state.SOLVER], "checkmate-milp"):
-        solve_outcome(graph, solver, budget, (), 5.0)  # wait for both exact results
+        awaited_solve(graph, budget, solver, (), 5.0)  # wait for both exact results
     at.run()
     assert not at.exception
     table = comparison_table_rows(at)
@@ -594,7 +594,7 @@ def test_the_comparison_table_has_a_mip_gap_column_when_a_solver_reports_one():
                                                            f"proves no bound, so it reports no gap"),
                     "checkmate-milp": ("0% (optimal)", None)}
     at.multiselect(key="w_compare").set_value(["lru"]).run()
-    solve_outcome(graph, "lru", budget, (), 5.0)
+    awaited_solve(graph, budget, "lru", (), 5.0)
     at.run()
     assert "MIP gap" not in comparison_table_rows(at)[0]
 
@@ -620,10 +620,10 @@ def test_the_schedule_page_exports_the_sweep_and_the_comparison_at_the_budget_ap
     graph = training_chain(8, mem=2**20)
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = budget = state.default_budget(graph)
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
     sweep_status(graph, solver, (), limit, wait=120)
-    outcomes = {name: solve_outcome(graph, name, budget, (), limit) for name in (solver, "checkpoint-all")}
+    outcomes = {name: awaited_solve(graph, budget, name, (), limit) for name in (solver, "checkpoint-all")}
     at.run()
     assert download_labels(at) == {"Schedule JSON", "Pareto sweep CSV"}  # one solver: no comparison table
     at.multiselect(key="w_compare").set_value(["checkpoint-all"]).run()
@@ -636,7 +636,7 @@ def test_the_schedule_page_exports_the_sweep_and_the_comparison_at_the_budget_ap
 
 
 def test_the_graph_page_exports_the_graph_and_both_decompositions():
-    at = app("pages/graph.py")
+    at = app("app_pages/graph.py")
     assert not at.exception
     assert download_labels(at) == {"Graph JSON", "Tree decomposition JSON", "Path decomposition JSON"}
     graph = at.session_state[state.MODEL].graph
@@ -647,14 +647,14 @@ def test_the_graph_page_exports_the_graph_and_both_decompositions():
 
 
 def test_the_why_page_exports_the_two_budget_comparison():
-    at = app("pages/why.py")
+    at = app("app_pages/why.py")
     assert not at.exception and "Comparison CSV" in download_labels(at)
     graph = at.session_state[state.MODEL].graph
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
     budget = at.session_state[state.BUDGET]
     other = budget_scale_of(at).to_bytes(at.slider(key="w_why_other_budget").value)
-    changes = schedule_diff(graph, solve_outcome(graph, solver, budget, (), limit).schedule,
-                            solve_outcome(graph, solver, other, (), limit).schedule)
+    changes = schedule_diff(graph, awaited_solve(graph, budget, solver, (), limit).schedule,
+                            awaited_solve(graph, other, solver, (), limit).schedule)
     rows = list(csv.DictReader(io.StringIO(csv_text(diff_records(graph, changes, budget, other)))))
     assert len(rows) == len(changes) > 0
     assert {(r["tensor"], int(r["computed_at_a"]), int(r["computed_at_b"])) for r in rows} == {
@@ -665,7 +665,7 @@ def test_the_slider_marks_use_the_colours_of_the_pareto_chart_lines():
     at = app()
     graph = training_chain(8, mem=2**20)
     at.session_state[state.MODEL] = state.Model(graph, "test")
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     sweep_status(graph, at.session_state[state.SOLVER], (), at.session_state[state.TIME_LIMIT], wait=120)
     at.run()
     marks = next(m.value for m in at.markdown if "checkpoint-all peak" in m.value)
@@ -676,7 +676,7 @@ def test_the_slider_marks_use_the_colours_of_the_pareto_chart_lines():
     assert lines["budget"] not in mark_colours.values()
 
 
-@pytest.mark.parametrize("page, drawn", [("pages/timeline.py", "plotly_chart"), ("pages/why.py", "metric")])
+@pytest.mark.parametrize("page, drawn", [("app_pages/timeline.py", "plotly_chart"), ("app_pages/why.py", "metric")])
 def test_a_solve_still_queued_is_shown_as_a_job_and_the_page_draws_it_once_done(page, drawn):
     at = app()
     graph = training_chain(9 + len(page), mem=2**20)  # a graph of its own: no solve of it is kept yet
@@ -693,7 +693,7 @@ def test_a_solve_still_queued_is_shown_as_a_job_and_the_page_draws_it_once_done(
     finally:
         lane.cancel(blocker)
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
-    assert solve_outcome(graph, solver, budget, (), limit).schedule is not None
+    assert awaited_solve(graph, budget, solver, (), limit).schedule is not None
     at.run()
     assert not at.exception and not any("queued" in c.value for c in at.caption)
     assert at.get(drawn)

@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 import job_functions
 from explorer import state
 from explorer.jobs.job import JobState
-from explorer.jobs.results import fits_at, solve_job, solve_outcome, sweep_job, sweep_status
-from explorer.jobs.runner import quick_lane, search_lane, stop_background_work, sweep_lane
+from explorer.jobs.results import fits_at, solve_job, awaited_solve, sweep_job, sweep_status
+from explorer.jobs.lanes import quick_lane, search_lane, stop_background_work, sweep_lane
 from explorer.widgets.table import DASH, Missing, html_table
 from remat_core import checkpoint_all_peak, memory_lower_bound
 from remat_core.graph import format_bytes, training_chain
@@ -33,7 +33,7 @@ def schedule_page(graph) -> AppTest:
     at = AppTest.from_file("../app.py", default_timeout=60).run()
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = state.default_budget(graph)
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     at.selectbox(key="w_solver").set_value("dtr").run()
     assert not at.exception, at.exception
     return at
@@ -70,8 +70,8 @@ def test_a_quick_solve_is_answered_while_a_searching_solve_holds_its_lane():
     blocker = search_lane().submit(("busy", "lane test"), job_functions.forever)  # a search that never ends
     try:
         budget = state.default_budget(graph)
-        searching = solve_job(graph, "checkmate-milp", budget, (), 10.0)
-        quick = solve_outcome(graph, "dtr", budget, (), 10.0, wait=BOUND)
+        searching = solve_job(graph, budget, "checkmate-milp", (), 10.0)
+        quick = awaited_solve(graph, budget, "dtr", (), 10.0, wait=BOUND)
         assert quick is not None and quick.schedule is not None
         assert searching.state is JobState.QUEUED  # still behind the search, which never ended
     finally:
@@ -84,8 +84,8 @@ def test_a_newer_budget_supersedes_the_queued_solves_of_the_slider():
     blocker = quick_lane().submit(("busy", "supersede test"), job_functions.forever)
     try:
         budgets = [low + (high - low) * k // 4 for k in (1, 2, 3)]
-        jobs = [solve_job(graph, "dtr", b, (), 10.0, latest=True) for b in budgets]
-        aside = solve_job(graph, "dtr", budgets[0] + 1, (), 10.0)  # not from the slider: not superseded
+        jobs = [solve_job(graph, b, "dtr", (), 10.0, latest=True) for b in budgets]
+        aside = solve_job(graph, budgets[0] + 1, "dtr", (), 10.0)  # not from the slider: not superseded
         assert [j.state for j in jobs] == [JobState.SUPERSEDED, JobState.SUPERSEDED, JobState.QUEUED]
         assert aside.state is JobState.QUEUED
     finally:
@@ -97,12 +97,12 @@ def test_fits_at_is_the_smallest_budget_whose_schedule_the_simulator_confirmed()
     graph = training_chain(14, mem=2**20)
     peak = checkpoint_all_peak(graph)
     assert fits_at(graph, "checkpoint-all", (), 10.0) is None
-    below = solve_outcome(graph, "checkpoint-all", peak - 1, (), 10.0)
+    below = awaited_solve(graph, peak - 1, "checkpoint-all", (), 10.0)
     assert below.schedule is None and below.smallest_feasible == peak
     assert fits_at(graph, "checkpoint-all", (), 10.0) is None  # named by the solver, not yet confirmed
-    above = solve_outcome(graph, "checkpoint-all", peak + 2**20, (), 10.0)
+    above = awaited_solve(graph, peak + 2**20, "checkpoint-all", (), 10.0)
     assert fits_at(graph, "checkpoint-all", (), 10.0).budget == peak + 2**20
-    at_peak = solve_outcome(graph, "checkpoint-all", peak, (), 10.0)
+    at_peak = awaited_solve(graph, peak, "checkpoint-all", (), 10.0)
     fit = fits_at(graph, "checkpoint-all", (), 10.0)
     assert (fit.budget, fit.peak) == (peak, at_peak.schedule.stats["peak"]) and str(fit) == format_bytes(peak)
     assert above.schedule is not None
@@ -116,7 +116,7 @@ def test_the_infeasible_warning_and_the_comparison_table_say_the_same_fits_at():
     at.multiselect(key="w_compare").set_value(["checkpoint-all"]).run()
     budget = at.session_state[state.BUDGET]
     for name in ("dtr", "checkpoint-all"):
-        solve_outcome(graph, name, budget, (), at.session_state[state.TIME_LIMIT])
+        awaited_solve(graph, budget, name, (), at.session_state[state.TIME_LIMIT])
     sweep_status(graph, "checkpoint-all", (), at.session_state[state.TIME_LIMIT], wait=BOUND)
     at.selectbox(key="w_solver").set_value("checkpoint-all").run()
     fit = fits_at(graph, "checkpoint-all", (), at.session_state[state.TIME_LIMIT])
@@ -143,13 +143,13 @@ def test_a_stalled_solve_is_said_to_be_and_retry_and_cancel_act_on_it(monkeypatc
     budget = at.session_state[state.BUDGET]
     at.session_state[state.SOLVER] = "checkmate-milp"
     at.session_state[state.TIME_LIMIT] = 300.0
-    running = solve_job(graph, "checkmate-milp", budget, (), 300.0)
+    running = solve_job(graph, budget, "checkmate-milp", (), 300.0)
     assert running.wait_for_report(running.submitted_at, BOUND) and running.state is JobState.RUNNING
     monkeypatch.setattr(job_module, "STALL_SECONDS", 0.0)  # every running job now counts as silent too long
-    at.switch_page("pages/timeline.py").run()
+    at.switch_page("app_pages/timeline.py").run()
     assert not at.exception and any("No word from its worker" in w.value for w in at.warning)
     button(at, "Retry", "await").click().run()
-    fresh = solve_job(graph, "checkmate-milp", budget, (), 300.0)
+    fresh = solve_job(graph, budget, "checkmate-milp", (), 300.0)
     assert running.state is JobState.CANCELLED and fresh is not running and not fresh.final
     monkeypatch.setattr(job_module, "STALL_SECONDS", 30.0)
     assert fresh.wait_for_report(fresh.submitted_at, BOUND)

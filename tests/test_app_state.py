@@ -11,8 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import state
-from explorer.jobs.results import solve_outcome
-from explorer.jobs.runner import stop_background_work
+from explorer.jobs.results import awaited_solve
+from explorer.jobs.lanes import stop_background_work
 from explorer.pages import PAGES
 from explorer.safety import CALLBACK_FAILURE
 from explorer.state import models, uploads
@@ -273,7 +273,7 @@ def warnings(at: AppTest) -> str:
 
 
 def test_the_documented_link_opens_resnet18_with_rotor_at_half_its_peak():
-    at = opened({"model": "resnet18", "solver": "rotor", "budget": "50%"}, "pages/schedule.py")
+    at = opened({"model": "resnet18", "solver": "rotor", "budget": "50%"}, "app_pages/schedule.py")
     assert not at.exception and not at.error and not at.warning
     model = at.session_state[state.MODEL]
     assert model.source == "resnet18" and model.level == "module" and "batch_size=32" in model.graph.name
@@ -284,7 +284,7 @@ def test_the_documented_link_opens_resnet18_with_rotor_at_half_its_peak():
 
 
 def test_a_link_opens_resnet50_at_op_level():
-    at = opened({"model": "resnet50", "level": "op"}, "pages/model.py")
+    at = opened({"model": "resnet50", "level": "op"}, "app_pages/model.py")
     assert not at.exception and not at.warning
     model = at.session_state[state.MODEL]
     assert model.level == "op" and model.source == "resnet50" and len(model.graph) > 900
@@ -292,7 +292,7 @@ def test_a_link_opens_resnet50_at_op_level():
 
 
 def test_the_session_is_written_into_the_url_and_a_new_tab_on_it_opens_the_same():
-    at = opened({}, "pages/schedule.py")
+    at = opened({}, "app_pages/schedule.py")
     slider = at.slider(key="w_budget")
     slider.set_value(slider.min + 5 * (slider.max - slider.min) / 7).run()
     at.selectbox(key="w_solver").set_value("chen-greedy").run()
@@ -301,7 +301,7 @@ def test_the_session_is_written_into_the_url_and_a_new_tab_on_it_opens_the_same(
     budget = at.session_state[state.BUDGET]
     assert written["budget"] == scale_of(at.session_state[state.MODEL].graph).text(budget)
     assert written["solver"] == "chen-greedy" and written["model"] == "resnet18:batch_size=4"
-    again = opened(written, "pages/schedule.py")
+    again = opened(written, "app_pages/schedule.py")
     assert not again.warning and again.session_state[state.BUDGET] == budget
     assert again.session_state[state.SOLVER] == "chen-greedy"
     assert again.slider(key="w_budget").value == at.slider(key="w_budget").value
@@ -370,7 +370,7 @@ BAD_TEXT = ("1e999", "-1", "abc", "nan", "0", "99999999999999999999999TiB", "1B"
 
 
 def test_a_bad_typed_budget_says_why_beside_the_box_and_keeps_the_budget():
-    at = opened({}, "pages/schedule.py")
+    at = opened({}, "app_pages/schedule.py")
     before = at.session_state[state.BUDGET]
     for text in BAD_TEXT:
         at.text_input(key="w_budget_text").input(text).run()
@@ -409,11 +409,11 @@ def test_a_failing_page_shows_a_short_error_and_the_sidebar_and_other_pages_keep
     def broken(*args, **kwargs):
         raise OverflowError("int too large to convert to float")
     monkeypatch.setattr("remat_core.viz.module_memory_figure", broken)
-    at = opened({}, "pages/model.py")
+    at = opened({}, "app_pages/model.py")
     assert_contained(at, "the Model page")
     assert "OverflowError" in at.error[0].value
     assert any("Current model" in m.value for m in at.sidebar.markdown)
-    at.switch_page("pages/schedule.py").run()
+    at.switch_page("app_pages/schedule.py").run()
     assert not at.exception and not at.error and at.title[0].value == "Schedule"
 
 
@@ -422,8 +422,8 @@ def test_a_failing_fragment_is_contained_in_it(monkeypatch):
         raise ValueError("metrics broke")
     monkeypatch.setattr("explorer.widgets.metrics.schedule_metrics", broken)
     monkeypatch.setattr("explorer.widgets.metrics.estimate_metrics", broken)
-    at = opened({"budget": "100%"}, "pages/schedule.py")
-    solve_outcome(at.session_state[state.MODEL].graph, at.session_state[state.SOLVER], at.session_state[state.BUDGET],
+    at = opened({"budget": "100%"}, "app_pages/schedule.py")
+    awaited_solve(at.session_state[state.MODEL].graph, at.session_state[state.BUDGET], at.session_state[state.SOLVER],
                   (), at.session_state[state.TIME_LIMIT])  # waited for: its metrics now draw (and fail)
     at.run()
     assert_contained(at, "this part of the page (settled_metrics)")
@@ -431,7 +431,7 @@ def test_a_failing_fragment_is_contained_in_it(monkeypatch):
 
 
 def test_a_failing_control_is_reported_in_the_next_run_and_nothing_else_breaks(monkeypatch):
-    at = opened({}, "pages/schedule.py")
+    at = opened({}, "app_pages/schedule.py")
     before = at.session_state[state.BUDGET]
 
     def broken(value):
@@ -454,7 +454,7 @@ def test_every_fragment_goes_through_the_safety_net():
 
 @pytest.mark.parametrize("name", sorted(PATHOLOGICAL_ACCEPTED))
 def test_the_smallest_graphs_work_on_every_page(name):
-    at = opened({}, "pages/model.py")
+    at = opened({}, "app_pages/model.py")
     at.toggle(key="w_upload_backward").set_value(False).run()
     at.file_uploader(key="w_upload").set_value((name, PATHOLOGICAL_ACCEPTED[name], "application/json")).run()
     graph = at.session_state[state.MODEL].graph
@@ -466,7 +466,7 @@ def test_the_smallest_graphs_work_on_every_page(name):
 
 def test_the_learn_page_works_with_a_one_step_walkthrough():
     """At the top of its budget slider the lesson's schedule is one recursion call: one step, no step slider."""
-    at = opened({}, "pages/learn.py")
+    at = opened({}, "app_pages/learn.py")
     at.number_input(key="w_learn_size_chain").set_value(3).run()
     at.segmented_control(key="w_learn_mode").set_value("budget").run()
     at.slider(key="w_learn_budget").set_value(at.slider(key="w_learn_budget").max).run()

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from remat_core import checkpoint_all_peak, save_graph
-from remat_core.analysis import FAILED, compare, sweep_budgets
+from remat_core.analysis import compare, sweep_budgets
+from remat_core.solvers import FAILED
 from remat_core.batch import (BackendError, Cell, InProcess, ProcessPool, RayCluster, compare_on, open_backend,
                               run_grid, run_study, write_study)
 from remat_core.graph.generators import random_dag, training_chain

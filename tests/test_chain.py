@@ -1,4 +1,4 @@
-"""The stage chain of _chain.py and the shared op builder ops_from_computes."""
+"""The link chain of _chain.py and the shared op builder ops_from_computes."""
 
 import pytest
 from hypothesis import given
@@ -7,8 +7,8 @@ from strategies import compute_graphs
 from remat_core import ComputeGraph, Node, simulate
 from remat_core.graph.generators import training_chain
 from remat_core.schedule.ops import ops_from_computes
-from remat_core.solvers._chain import chains, linear_chain, local_peak
-from remat_core.solvers._plans import Leaf, Split, Tape, measure_plan, plan_computes, tape_chain
+from remat_core.solvers.chains.chain import chains, linear_chain, local_peak
+from remat_core.solvers.chains.plans import Leaf, Split, Tape, measure_plan, plan_computes, tape_chain
 
 
 def ids(graph, nodes):
@@ -21,29 +21,29 @@ def graph_of(edges, mems=None, kinds=None, outputs=None):
     return ComputeGraph([Node(n, mems.get(n, 1), 1.0, kinds.get(n, "forward")) for n in names], edges, outputs)
 
 
-def test_training_chain_stages_and_groups():
+def test_training_chain_links_and_groups():
     g = training_chain(4)
     chain = linear_chain(g)
     assert chain.segmentation == "articulation" and chain.length == 5
-    assert [ids(g, s.forward) for s in chain.stages] == [["f1"], ["f2"], ["f3"], ["f4"], ["loss"]]
-    # b_i reads f_{i-1}, the input of stage i; b1 reads only pinned x and b2, so it runs with b2
-    assert [ids(g, s.backward) for s in chain.stages] == [[], ["b2", "b1"], ["b3"], ["b4"], []]
+    assert [ids(g, s.forward) for s in chain.links] == [["f1"], ["f2"], ["f3"], ["f4"], ["loss"]]
+    # b_i reads f_{i-1}, the input of link i; b1 reads only pinned x and b2, so it runs with b2
+    assert [ids(g, s.backward) for s in chain.links] == [[], ["b2", "b1"], ["b3"], ["b4"], []]
     assert [ids(g, chain.boundaries[k]) for k in range(6)] == [[], ["f1"], ["f2"], ["f3"], ["f4"], []]
-    assert ids(g, chain.stage(5).tape) == ["loss"]  # read by group 4: carried, part of the frontier
+    assert ids(g, chain.link(5).tape) == ["loss"]  # read by group 4: carried, part of the frontier
     assert chain.frontier_bytes == (0, 1, 1, 1, 0)
 
 
 def test_merge_tail_folds_the_loss_into_the_last_layer():
     g = training_chain(4)
     chain = linear_chain(g, merge_tail=True)
-    assert chain.length == 4 and ids(g, chain.stage(4).forward) == ["f4", "loss"]
-    assert ids(g, chain.stage(4).backward) == ["b4"]
+    assert chain.length == 4 and ids(g, chain.link(4).forward) == ["f4", "loss"]
+    assert ids(g, chain.link(4).backward) == ["b4"]
 
 
 def test_cut_vertices_of_a_diamond():
     g = graph_of([("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("d", "e")])
     chain = linear_chain(g, "articulation")
-    assert [ids(g, s.forward) for s in chain.stages] == [["a"], ["b", "c", "d"], ["e"]]
+    assert [ids(g, s.forward) for s in chain.links] == [["a"], ["b", "c", "d"], ["e"]]
     assert [ids(g, chain.boundaries[k]) for k in range(4)] == [[], ["a"], ["d"], []]
 
 
@@ -63,21 +63,21 @@ def test_linearisation_keeps_live_sets_and_auto_tries_both():
 
 
 def test_skip_gradient_joins_the_latest_group_that_has_its_inputs():
-    # u is read by forward stage d (a skip): its gradient can run in d's group, where u is in the input boundary
-    # (stages u, v, w, d); gv reads v, which no stage after w reads: it must run by group 3
+    # u is read by forward link d (a skip): its gradient can run in d's group, where u is in the input boundary
+    # (links u, v, w, d); gv reads v, which no link after w reads: it must run by group 3
     edges = [("u", "v"), ("v", "w"), ("w", "d"), ("u", "d"), ("d", "gd"), ("u", "gd"), ("gd", "gv"), ("v", "gv")]
     kinds = {"gd": "backward", "gv": "backward"}
     g = graph_of(edges, kinds=kinds, outputs=["gv"])
     chain = linear_chain(g, "linear")
-    group = {g.ids[b]: s.index for s in chain.stages for b in s.backward}
+    group = {g.ids[b]: s.index for s in chain.links for b in s.backward}
     assert group == {"gd": 4, "gv": 3}
 
 
-def test_max_stages_keeps_small_boundaries():
+def test_max_links_keeps_small_boundaries():
     g = training_chain(20)
-    chain = linear_chain(g, max_stages=5)
+    chain = linear_chain(g, max_links=5)
     assert chain.length <= 5
-    covered = [v for s in chain.stages for v in s.forward]
+    covered = [v for s in chain.links for v in s.forward]
     assert sorted(covered) == sorted(v for v in g.needed_idx if g.nodes[v].kind != "backward")
 
 
@@ -143,10 +143,10 @@ def test_local_peak():
 
 
 @given(compute_graphs())
-def test_every_needed_node_has_a_stage_or_a_group(graph):
+def test_every_needed_node_has_a_link_or_a_group(graph):
     chain = linear_chain(graph)
-    forward = [v for s in chain.stages for v in s.forward]
-    backward = [v for s in chain.stages for v in s.backward]
+    forward = [v for s in chain.links for v in s.forward]
+    backward = [v for s in chain.links for v in s.backward]
     assert sorted(forward + backward) == sorted(graph.needed_idx)
-    for s in chain.stages:
+    for s in chain.links:
         assert set(s.advance) <= set(s.taped) and set(s.leaf) <= set(s.taped)

@@ -33,7 +33,7 @@ def test_rows_per_solver_and_budget(chain):
     rotor = rows[4]
     assert rotor.feasible and rotor.peak <= peak // 2 and rotor.overhead > 0 and rotor.recomputed_nodes > 0
     assert rotor.cost == solve(chain, peak // 2, "rotor").stats["cost"]
-    assert rotor.solver_info["stages"] == 9
+    assert rotor.solver_info["links"] == 9
 
 
 def test_lp_column_is_checkmate_lp_bound(chain):

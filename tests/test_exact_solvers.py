@@ -26,12 +26,12 @@ from bruteforce import optimal_cost
 from remat_core import (ComputeGraph, InfeasibleBudget, Node, SolverOptionError, checkpoint_all_cost,
                         checkpoint_all_peak, list_solvers, memory_lower_bound, simulate, solve, with_backward)
 from remat_core.graph.generators import k_tree, random_dag, training_chain
-from remat_core.solvers._checkmate_model import CheckmateModel
-from remat_core.solvers._portfolio import QUICK_HEURISTICS, run_quick_heuristics
-from remat_core.solvers._stage_greedy import best_stage_start, greedy_stage_schedule
-from remat_core.solvers._stages import (_checked_computes, computes_from_matrix, computes_from_ops, measure, stage_grid,
+from remat_core.solvers.stage_models.checkmate_model import CheckmateModel
+from remat_core.solvers.quick import outcome_cost, quick_solver_names, run_quick_heuristics
+from remat_core.solvers.stage_models.warm_start import best_stage_start, greedy_stage_schedule
+from remat_core.solvers.stage_models.grid import (_checked_computes, computes_from_matrix, computes_from_ops, measure, stage_grid,
                                         stage_matrices, stage_ops)
-from remat_core.solvers.checkmate_lp import lp_lower_bound, repair_r
+from remat_core.solvers.stage_models.checkmate_lp import lp_relaxation_value, repair_r
 
 EXACT = ("checkmate-milp", "checkmate-lp", "moccasin")
 TOL = 1e-6
@@ -120,7 +120,7 @@ def test_exact_solvers_never_beat_the_optimum_and_the_lp_bounds_the_fixed_order_
         assert cost >= best - TOL, name
     assert costs["moccasin"] >= costs["checkmate-milp"] - TOL  # moccasin is milp with <= 2 computes per node
     assert costs["checkmate-lp"] >= costs["checkmate-milp"] - TOL
-    bound = lp_lower_bound(graph, budget)
+    bound = lp_relaxation_value(graph, budget)
     assert bound is not None
     assert checkpoint_all_cost(graph) - TOL <= bound <= costs["checkmate-milp"] + TOL
     if milp is not None:
@@ -206,11 +206,11 @@ def test_fixed_order_can_cost_more():
     assert [r["rule"] for r in milp.reasons if r["text"].startswith("recomputed")] == ["milp"]
     recompute = next(r for r in milp.reasons if r["text"].startswith("recomputed"))
     assert recompute["consumer"] == "out" and recompute["stage"] == 3
-    assert lp_lower_bound(graph, 12) > optimal_cost(graph, 12)  # the bound holds for this order only
+    assert lp_relaxation_value(graph, 12) > optimal_cost(graph, 12)  # the bound holds for this order only
     for solver in ("checkmate-milp", "moccasin"):  # a heuristic builds the B branch first
         anywhere = solve(graph, 12, solver, time_limit=10)
         info = anywhere.solver_info
-        assert anywhere.stats["cost"] == 8.0 and info["source"] in QUICK_HEURISTICS and not info["exact"]
+        assert anywhere.stats["cost"] == 8.0 and info["source"] in quick_solver_names() and not info["exact"]
         assert info["fixed_order"]["cost"] == 13.0 and "mip_gap" not in info and "gap" not in info
 
 
@@ -270,12 +270,12 @@ def test_a_heuristic_beats_the_fixed_order_searched_under_a_time_limit():
     lifetime-split, added later, reaches 55).
     """
     graph = k_tree(40, 3, seed=1)
-    cheapest = min(a.cost for a in run_quick_heuristics(graph, 5))
+    cheapest = min(outcome_cost(a) for a in run_quick_heuristics(graph, 5))
     assert cheapest <= solve(graph, 5, "treewidth").stats["cost"]
     for solver in ("checkmate-milp", "moccasin"):
         schedule = solve(graph, 5, solver, time_limit=2)
         info = schedule.solver_info
-        assert schedule.stats["cost"] == cheapest and info["source"] in QUICK_HEURISTICS
+        assert schedule.stats["cost"] == cheapest and info["source"] in quick_solver_names()
         assert "refusal" in info["fixed_order"] or info["fixed_order"]["cost"] > cheapest
 
 
@@ -302,7 +302,7 @@ def test_lp_solver_reports_its_bound_and_the_rounding():
     budget = budget_between(graph, 0.5)
     schedule = solve(graph, budget, "checkmate-lp", time_limit=10)
     info = schedule.solver_info
-    assert info["lp_lower_bound"] == pytest.approx(lp_lower_bound(graph, budget))
+    assert info["lp_lower_bound"] == pytest.approx(lp_relaxation_value(graph, budget))
     assert info["lp_lower_bound"] <= schedule.stats["cost"] + TOL
     assert info["rounding"]["threshold"] in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
     randomized = solve(graph, budget, "checkmate-lp", time_limit=10, rounding="randomized", samples=5, seed=3)
@@ -316,7 +316,7 @@ def test_milp_reports_gap_bound_and_incumbents():
     assert info["status"] == "optimal" and info["mip_gap"] == 0.0
     assert info["lower_bound"] == pytest.approx(schedule.stats["cost"])
     assert info["incumbents"] and info["incumbents"][-1][1] == pytest.approx(schedule.stats["cost"])
-    assert info["warm_start"] in ("greedy", "lp-rounding", None, *QUICK_HEURISTICS)
+    assert info["warm_start"] in ("greedy", "lp-rounding", None, *quick_solver_names())
     assert info["integer_variables"] < info["variables"]  # only R is integral
 
 
@@ -431,7 +431,7 @@ def test_the_best_start_fits_and_respects_the_cap(graph, fraction, cap):
     if start is None:
         return
     computes, source, cost = start
-    assert source in ("greedy", *QUICK_HEURISTICS)
+    assert source in ("greedy", *quick_solver_names())
     peak, measured = measure(grid, computes)
     assert measured == pytest.approx(cost) and peak <= budget
     if cap is not None:
@@ -447,5 +447,5 @@ def test_moccasin_is_never_dearer_than_its_hint():
     budget = budget_between(graph, 0.3)
     schedule = solve(graph, budget, "moccasin", time_limit=1, any_order=False)
     info = schedule.solver_info
-    assert info["hint"] in ("greedy", *QUICK_HEURISTICS)
+    assert info["hint"] in ("greedy", *quick_solver_names())
     assert schedule.stats["cost"] <= info["hint_cost"] + TOL and schedule.stats["peak"] <= budget

@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import state
 from explorer.figures.decompositions import decomposition
-from explorer.jobs.results import solve_outcome
-from explorer.jobs.runner import stop_background_work
+from explorer.jobs.results import awaited_solve
+from explorer.jobs.lanes import stop_background_work
 from explorer.widgets.decompositions import DECOMPOSE_AT_ONCE_UP_TO, SELECTED_BAG
 from explorer.widgets.graph_view import OPEN, SELECTED
 from remat_core.analysis import DEFAULT_VIEW_NODES, graph_view
@@ -33,7 +33,7 @@ def graph_page(graph=None) -> AppTest:
     if graph is not None:
         at.session_state[state.MODEL] = state.Model(graph, "test")
         at.session_state[state.BUDGET] = state.default_budget(graph)
-    at.switch_page("pages/graph.py").run()
+    at.switch_page("app_pages/graph.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -58,7 +58,7 @@ def test_the_default_model_is_drawn_by_modules_named_and_coloured_by_its_schedul
     names = drawn_names(spec)
     assert 1 < len(names) <= DEFAULT_VIEW_NODES and any(" · forward" in n for n in names)
     assert not names & (set(graph.ids) - set(node_labels(graph).values()))  # names, never bare ids
-    solve_outcome(graph, at.session_state[state.SOLVER], at.session_state[state.BUDGET], (),
+    awaited_solve(graph, at.session_state[state.BUDGET], at.session_state[state.SOLVER], (),
                   at.session_state[state.TIME_LIMIT])  # wait for the schedule the view is coloured by
     at.run()
     legend = {t["name"] for t in view_spec(at)["data"] if t.get("showlegend")}
@@ -93,7 +93,7 @@ def test_finding_a_node_opens_its_modules_selects_it_and_links_to_its_why_page()
     spec = view_spec(at)
     assert "layer 4321 (fwd)" in drawn_names(spec)  # drawn on its own now
     assert any(t["name"] == "selected" for t in spec["data"]) and "range" in spec["layout"]["xaxis"]
-    solve_outcome(graph, at.session_state[state.SOLVER], at.session_state[state.BUDGET], (),
+    awaited_solve(graph, at.session_state[state.BUDGET], at.session_state[state.SOLVER], (),
                   at.session_state[state.TIME_LIMIT])
     at.run()
     link = next(e for e in at.get("page_link") if "why" in e.proto.page).proto
@@ -106,7 +106,7 @@ def test_finding_a_node_opens_its_modules_selects_it_and_links_to_its_why_page()
 def test_a_step_colours_what_is_resident_then():
     graph = training_chain(40, mem=2**20)
     at = graph_page(graph)
-    solve_outcome(graph, at.session_state[state.SOLVER], at.session_state[state.BUDGET], (),
+    awaited_solve(graph, at.session_state[state.BUDGET], at.session_state[state.SOLVER], (),
                   at.session_state[state.TIME_LIMIT])
     at.segmented_control(key="w_graph_colour").set_value("step").run()
     assert not at.exception

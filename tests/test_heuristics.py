@@ -13,10 +13,10 @@ from strategies import compute_graphs
 from remat_core import (ComputeGraph, InfeasibleBudget, Node, checkpoint_all_peak, memory_lower_bound, simulate,
                         solve)
 from remat_core.graph.generators import layered_training_chain, random_dag, training_chain
-from remat_core.solvers import dtr as dtr_module
-from remat_core.solvers._chain import linear_chain
-from remat_core.solvers._plans import plan_computes
-from remat_core.solvers.griewank import binomial_splits, forward_steps, optimal_splits, revolve_plan
+from remat_core.solvers.eviction import dtr as dtr_module
+from remat_core.solvers.chains.chain import linear_chain
+from remat_core.solvers.chains.plans import plan_computes
+from remat_core.solvers.chains.griewank import binomial_splits, forward_steps, optimal_splits, revolve_plan
 
 HEURISTICS = ("chen-sqrt", "chen-greedy", "griewank", "rotor", "dtr", "dtr-eq", "lru", "largest-first", "greedy-size",
               "treewidth", "pathwidth", "pathwidth-linear")
@@ -156,7 +156,7 @@ def test_chen_sqrt_is_one_point_and_names_its_segments():
     g = training_chain(16)
     peak = checkpoint_all_peak(g)
     schedule = solve(g, peak - 1, "chen-sqrt")
-    assert schedule.solver_info["checkpoints"] == 3  # 17 stages, ceil(sqrt(17)) = 5 per segment
+    assert schedule.solver_info["checkpoints"] == 3  # 17 links, ceil(sqrt(17)) = 5 per segment
     advance = [r for r in schedule.reasons if r["rule"] == "chen-sqrt-advance"]
     assert advance and all("segment" in r and "checkpoint" in r for r in advance)
     with pytest.raises(InfeasibleBudget) as info:

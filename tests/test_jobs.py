@@ -6,13 +6,13 @@ bound, and checks what happened, not how fast.
 
 from __future__ import annotations
 
+import job_functions as jobs
 import pytest
 
-import job_functions as jobs
 from explorer.jobs.job import STALL_SECONDS, Job, JobState, Progress
-from explorer.jobs.lane import Lane, WorkerStopped
-from explorer.jobs.process import should_beat
-from explorer.jobs.worker import portable
+from explorer.jobs.lane import Lane
+from explorer.jobs.tasks import portable
+from remat_core.batch import WorkerStopped, should_beat
 from remat_core.graph import training_chain
 
 BOUND = 60.0
@@ -162,15 +162,15 @@ def test_a_stopped_lane_cancels_what_it_holds_and_takes_no_more_work():
 def test_an_outcome_travels_with_its_schedule_packed_and_unpacks_it_on_first_use():
     import pickle
 
-    from explorer.jobs.worker import Outcome
-    from remat_core import checkpoint_all_peak, solve
+    from remat_core import SolveOutcome, checkpoint_all_peak, solve_outcome
 
     graph = training_chain(20)
-    schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
-    sent = Outcome.of(schedule)
-    assert sent.schedule is schedule  # the worker's own copy, not unpacked again
+    sent = solve_outcome(graph, checkpoint_all_peak(graph), "checkpoint-all")
+    schedule = sent.schedule
     received = pickle.loads(pickle.dumps(sent))
-    assert "schedule" not in received.__dict__ and received.feasible and received.ops == len(schedule)
+    assert received._schedule is None and received.feasible and received.ops == len(schedule)
     assert received.stats == schedule.stats and received.solver_info == schedule.solver_info
     assert received.schedule.ops == schedule.ops and received.schedule.simulation.peak == schedule.simulation.peak
-    assert not Outcome(infeasible="too small").feasible and Outcome(infeasible="too small").schedule is None
+    assert pickle.loads(pickle.dumps(sent.portable())).schedule.simulation is None  # for a receiver that simulates
+    refused = SolveOutcome("rotor", 10, "infeasible", detail="too small")
+    assert not refused.feasible and refused.schedule is None and pickle.loads(pickle.dumps(refused)) == refused

@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import state
-from explorer.jobs.runner import stop_background_work
+from explorer.jobs.lanes import stop_background_work
 from explorer.pages import PAGES
 from remat_core.graph import ComputeGraph, node_labels
 from remat_core.graph.generators import residual_training_net
@@ -114,7 +114,7 @@ def echarts_text(option: dict) -> list[str]:
 
 def page_params():
     params = [pytest.param(entry.path, None, id=entry.url_path) for entry in PAGES]
-    params.append(pytest.param("pages/learn.py", "module", id="learn-module-of-the-model"))
+    params.append(pytest.param("app_pages/learn.py", "module", id="learn-module-of-the-model"))
     return params
 
 

@@ -1,4 +1,4 @@
-"""The layout stays as ARCHITECTURE.md draws it: stage packages, imports in one direction, no circles.
+"""The layout stays as ARCHITECTURE.md draws it: packages in data-flow order, imports in one direction, no circles.
 
 Imports are read from the source (every ``import`` anywhere in a module, inside functions too; only
 ``if TYPE_CHECKING:`` blocks are left out, as they never run), plus the names a package face loads
@@ -33,8 +33,14 @@ ALLOWED = {
     "cli": {"errors", "graph", "frontends", "schedule", "decompose", "solvers", "analysis", "viz", "run", "store",
             "batch"},
 }
-"""Which stage packages each package of remat_core may import (ARCHITECTURE.md draws the same arrows)."""
+"""Which packages each package of remat_core may import (ARCHITECTURE.md draws the same arrows)."""
 MAX_TOP_LEVEL = 12
+
+SOLVER_SHARED = {"registry", "front_door", "outcome", "quick", "deadline", "bounds", "checkpoint_all"}
+"""The modules directly in ``remat_core.solvers`` that every family may use (the registry, the front door, the
+outcome, the quick portfolio, deadlines, bounds and the baseline); they import no family."""
+SOLVER_FAMILIES_IMPORTED_BY = {"portfolio": {"eviction", "stage_models"}}
+"""The one family that draws on others by importing them: ``auto`` runs lifetime splitting and the MILP itself."""
 
 
 def module_name(path: Path) -> str:
@@ -103,11 +109,11 @@ def imports() -> nx.DiGraph:
 
 def test_no_module_imports_itself_through_a_circle(imports):
     cycles = list(nx.simple_cycles(imports))
-    assert not cycles, "import circles (break each by moving the shared piece down a stage):\n" + "\n".join(
+    assert not cycles, "import circles (break each by moving the shared piece down a package):\n" + "\n".join(
         " -> ".join([*c, c[0]]) for c in cycles[:10])
 
 
-def test_remat_core_packages_import_only_the_stages_below_them(imports):
+def test_remat_core_packages_import_only_the_packages_below_them(imports):
     wrong = []
     for source, target in imports.edges:
         a, b = source.split("."), target.split(".")
@@ -139,8 +145,8 @@ def test_every_package_says_its_job_and_exports_what_other_packages_use(imports)
         if not ast.get_docstring(tree):
             missing.append(f"{name}: no docstring saying what comes in, what goes out and what it may import")
     assert not missing, "\n".join(missing)
-    stage_faces = {f"remat_core.{p}" for p in ALLOWED if (ROOT / "remat_core" / p).is_dir()} - {"remat_core.cli"}
-    for face in sorted(stage_faces):
+    package_faces = {f"remat_core.{p}" for p in ALLOWED if (ROOT / "remat_core" / p).is_dir()} - {"remat_core.cli"}
+    for face in sorted(package_faces):
         module = __import__(face, fromlist=["__all__"])
         assert hasattr(module, "__all__"), f"{face} has no __all__"
         for exported in module.__all__:
@@ -183,3 +189,25 @@ def test_remat_core_never_imports_the_app(imports):
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
         assert not {m for m in names if m.split(".")[0] == "streamlit"}, f"{path} imports Streamlit"
+
+
+def test_solver_families_use_the_shared_pieces_and_not_each_other(imports):
+    """A family imports the shared modules of ``remat_core.solvers`` (and its own modules); only the portfolio
+    imports other families; the shared modules import no family (the quick portfolio finds its members by tag)."""
+    families = {p.name for p in (ROOT / "remat_core" / "solvers").iterdir() if (p / "__init__.py").exists()}
+    wrong = []
+    for source, target in imports.edges:
+        a, b = source.split("."), target.split(".")
+        if a[:2] != ["remat_core", "solvers"] or b[:2] != ["remat_core", "solvers"] or len(a) < 3 or len(b) < 3:
+            continue
+        if a[2] == b[2]:
+            continue
+        if a[2] in SOLVER_SHARED and b[2] in families:
+            wrong.append(f"{source} imports {target}: the shared solver modules import no family")
+        elif a[2] in families and b[2] in families and b[2] not in SOLVER_FAMILIES_IMPORTED_BY.get(a[2], set()):
+            wrong.append(f"{source} imports {target}: families share code through the shared modules "
+                         f"({', '.join(sorted(SOLVER_SHARED))})")
+    assert not wrong, "\n".join(wrong)
+    for family in families:
+        doc = ast.get_docstring(ast.parse((ROOT / "remat_core" / "solvers" / family / "__init__.py").read_text()))
+        assert doc and "share" in doc and "guarantee" in doc, f"solvers.{family} must say what its solvers share and guarantee"

@@ -7,7 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import learn
 from explorer.jobs import results
-from explorer.jobs.runner import stop_background_work
+from explorer.jobs.lanes import stop_background_work
 
 TIMEOUT = 120
 
@@ -20,7 +20,7 @@ def background_workers():
 
 def learn_page() -> AppTest:
     at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()
-    at.switch_page("pages/learn.py").run()
+    at.switch_page("app_pages/learn.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -107,14 +107,14 @@ def test_every_example_steps_through_both_recursions(example, recursion):
 
 
 def test_the_lesson_does_not_wait_for_the_solvers_it_compares_with(monkeypatch):
-    real = results.solve_outcome
-    monkeypatch.setattr(results, "solve_outcome", lambda *args, **kwargs: None)  # as solves still running would
+    real = results.awaited_solve
+    monkeypatch.setattr(results, "awaited_solve", lambda *args, **kwargs: None)  # as solves still running would
     at = learn_page()
     assert shown_step(at) == (1, shown_step(at)[1])
     table = at.dataframe[0].value
     assert list(table["peak"][1:]) == ["solving…", "solving…"] and "TW-Remat" in table["schedule"][0]
     assert any("Solving in the background" in c.value for c in at.caption)
-    monkeypatch.setattr(results, "solve_outcome", real)
+    monkeypatch.setattr(results, "awaited_solve", real)
     deadline = time.monotonic() + TIMEOUT
     while "solving…" in list(at.run().dataframe[0].value["peak"]) and time.monotonic() < deadline:
         time.sleep(0.5)  # the solves run in the background workers
@@ -127,7 +127,7 @@ def test_a_link_opens_the_lesson_on_its_example_recursion_and_step_and_says_what
     at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
     at.query_params.update({"example": "residual", "size": "2", "recursion": "pathwidth", "step": "5"})
     at.run()
-    at.switch_page("pages/learn.py").run()
+    at.switch_page("app_pages/learn.py").run()
     assert not at.exception, at.exception
     assert at.segmented_control(key="w_learn_example").value == "residual"
     assert at.segmented_control(key="w_learn_recursion").value == "pathwidth"
@@ -138,7 +138,7 @@ def test_a_link_opens_the_lesson_on_its_example_recursion_and_step_and_says_what
     bad = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
     bad.query_params.update({"example": "lstm", "step": "zero"})
     bad.run()
-    bad.switch_page("pages/learn.py").run()
+    bad.switch_page("app_pages/learn.py").run()
     assert not bad.exception and shown_step(bad)[0] == 1
     said = " ".join(w.value for w in bad.warning)
     assert "example=lstm" in said and "step=zero" in said

@@ -10,10 +10,12 @@ from remat_core.analysis import (call_title, describe_call, module_subgraph, rec
 from remat_core.graph import node_labels, training_chain
 from remat_core.graph.generators import residual_training_net, unet_training_graph
 from remat_core.schedule import checkpoint_all_peak, simulate
-from remat_core.solvers import TRACED_SOLVERS, trace_recursion
+from remat_core.solvers import find_solvers, trace_recursion
 
 EXAMPLES = {"chain": training_chain(12, mem=4), "residual": residual_training_net(3, mem=4),
             "unet": unet_training_graph(2, mem=16)}
+
+TRACED_SOLVERS = [spec.name for spec in find_solvers(traceable_recursion=True)]
 
 
 def assert_correct_walk(graph, trace):

@@ -11,14 +11,13 @@ from remat_core import (DecompositionError, InfeasibleBudget, SolverLimitExceede
                         checkpoint_all_peak, list_solvers, memory_lower_bound, simulate, solve)
 from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
 from remat_core.graph.generators import k_tree, random_dag, random_tree, series_parallel, training_chain
-from remat_core.solvers._portfolio import QUICK_HEURISTICS
-from remat_core.solvers._separator_recursion import PURE_REUSE_COMPUTES_PER_NODE, pure_bounds, separator_hierarchy
+from remat_core.solvers import find_solvers
+from remat_core.solvers.quick import quick_solver_names
+from remat_core.solvers.separators.recursion import PURE_REUSE_COMPUTES_PER_NODE, pure_bounds, separator_hierarchy
 
 SOLVERS = ("treewidth", "pathwidth", "pathwidth-linear")
-SEARCHES = ("checkmate-milp", "checkmate-lp", "moccasin", "auto")
 """The solvers that search with a time limit (an LP, a MILP, CP-SAT): every other registered solver is a heuristic."""
 
-PEERS = ("torch-partitioner",)
 """Solvers that stand for another system (PyTorch's own partitioner): compared with, not drawn on by the fallback
 portfolio, so not among the heuristics it must hold or beat."""
 
@@ -218,11 +217,14 @@ def test_a_bigger_budget_costs_no_more_up_to_the_tolerance(solver, graph):
 
 
 def registered_heuristics():
-    return [spec.name for spec in list_solvers() if spec.name not in SEARCHES + PEERS]
+    """The quick heuristics and the baseline: the solvers a separator solver's fallback must never lose to."""
+    return [spec.name for spec in list_solvers() if spec.tags.quick or spec.family == "baseline"]
 
 
-def test_the_fallback_portfolio_holds_every_registered_heuristic():
-    assert set(QUICK_HEURISTICS) | {"checkpoint-all"} == set(registered_heuristics())
+def test_the_fallback_portfolio_is_every_solver_tagged_quick():
+    assert quick_solver_names() == [spec.name for spec in find_solvers(quick=True)]
+    assert {"treewidth", "pathwidth", "pathwidth-linear", "dtr", "rotor", "lifetime-split"} <= set(quick_solver_names())
+    assert not {spec.name for spec in find_solvers(searching=True)} & set(quick_solver_names())
 
 
 @settings(max_examples=50)
@@ -259,7 +261,7 @@ def test_a_solver_whose_decomposition_fails_falls_back_on_another(graph, budget,
         fallback = s.solver_info["strategy"].startswith("fallback: ")
         assert fallback == (solver not in fits_own)
         if fallback:  # the cheapest quick heuristic: another separator solver's plan, or a cheaper one
-            assert s.solver_info["fallback"] in QUICK_HEURISTICS and s.solver_info["own_refusal"]
+            assert s.solver_info["fallback"] in quick_solver_names() and s.solver_info["own_refusal"]
             assert s.stats["cost"] <= min(o.stats["cost"] for o in own.values())
             with pytest.raises(InfeasibleBudget):
                 solve(graph, budget, solver, fallback=False)

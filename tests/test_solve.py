@@ -109,10 +109,11 @@ def test_get_solver():
     assert get_solver("checkpoint-all").name == "checkpoint-all"
 
 
-def test_sweep_rows(chain):
+def test_a_sweep_is_one_outcome_per_budget_in_the_order_given(chain):
     peak = checkpoint_all_peak(chain)
-    rows = sweep(chain, "checkpoint-all", [peak, peak - 1, 2 * peak])
-    assert [r.budget for r in rows] == [peak, peak - 1, 2 * peak]
-    assert rows[0].peak == peak and rows[0].cost == rows[2].cost
-    assert rows[1].peak is None and rows[1].cost is None
-    assert all(r.seconds >= 0 for r in rows)
+    outcomes = sweep(chain, [peak, peak - 1, 2 * peak], "checkpoint-all")
+    assert [o.budget for o in outcomes] == [peak, peak - 1, 2 * peak]
+    assert [o.status for o in outcomes] == ["feasible", "infeasible", "feasible"]
+    assert outcomes[0].stats["peak"] == peak and outcomes[0].stats["cost"] == outcomes[2].stats["cost"]
+    assert outcomes[1].schedule is None and outcomes[1].smallest_feasible == peak
+    assert all(o.seconds >= 0 for o in outcomes)

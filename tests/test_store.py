@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from remat_core import ComputeGraph, InfeasibleBudget, checkpoint_all_peak, memory_lower_bound, save_graph, solve
+from remat_core import ComputeGraph, checkpoint_all_peak, memory_lower_bound, save_graph, solve
 from remat_core.graph.generators import training_chain
 from remat_core.solvers import DEFAULT_SOLVER
-from remat_core.store import (FROM_STORE, ResultKey, ResultStore, StoredResult, lookup, result_key, solve_stored,
-                              solve_through_store, store_path)
+from remat_core.store import (FROM_STORE, ResultKey, ResultStore, StoredResult, lookup, result_key, store_path,
+                              stored_solve)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,26 +66,26 @@ def test_default_path_is_in_the_cache_directory_and_honours_xdg(monkeypatch, tmp
 
 def test_same_graph_same_key_and_every_choice_changes_it(graph):
     peak = checkpoint_all_peak(graph)
-    key = result_key(graph, "rotor", peak // 2, 10, {})
-    again = result_key(ComputeGraph.from_json(json.loads(json.dumps(graph.to_json()))), "rotor", peak // 2, 10.0)
+    key = result_key(graph, peak // 2, "rotor", 10, {})
+    again = result_key(ComputeGraph.from_json(json.loads(json.dumps(graph.to_json()))), peak // 2, "rotor", 10.0)
     assert key == again and key.digest == again.digest
     # an option left out and the same option at its default are the same solve
-    assert result_key(graph, "chen-greedy", peak, None, {}) == \
-        result_key(graph, "chen-greedy", peak, None, {"segmentation": "auto"})
-    changed = [result_key(graph, "dtr", peak // 2, 10),
-               result_key(graph, "rotor", peak // 2 + 1, 10),
-               result_key(graph, "rotor", peak // 2, 11),
-               result_key(graph, "rotor", peak // 2, None),
-               result_key(graph, "rotor", peak // 2, 10, {"segmentation": "linear"}),
-               result_key(training_chain(25, mem=1000), "rotor", peak // 2, 10),
+    assert result_key(graph, peak, "chen-greedy", None, {}) == \
+        result_key(graph, peak, "chen-greedy", None, {"segmentation": "auto"})
+    changed = [result_key(graph, peak // 2, "dtr", 10),
+               result_key(graph, peak // 2 + 1, "rotor", 10),
+               result_key(graph, peak // 2, "rotor", 11),
+               result_key(graph, peak // 2, "rotor", None),
+               result_key(graph, peak // 2, "rotor", 10, {"segmentation": "linear"}),
+               result_key(training_chain(25, mem=1000), peak // 2, "rotor", 10),
                ResultKey(key.graph_hash, key.solver, key.options, key.budget, key.time_limit, "0.0.0-other")]
     assert len({k.digest for k in changed} | {key.digest}) == len(changed) + 1
 
 
 def test_a_repeated_solve_is_the_stored_schedule_simulated_again(graph, store):
     budget = checkpoint_all_peak(graph) // 2
-    first = solve_through_store(store, graph, "rotor", budget)
-    second = solve_through_store(store, graph, "rotor", budget)
+    first = stored_solve(graph, budget, "rotor", store=store)
+    second = stored_solve(graph, budget, "rotor", store=store)
     assert not first.from_store and second.from_store
     assert second.schedule.ops == first.schedule.ops and second.schedule.reasons == first.schedule.reasons
     assert dict(second.schedule.stats) == dict(first.schedule.stats)
@@ -95,27 +95,26 @@ def test_a_repeated_solve_is_the_stored_schedule_simulated_again(graph, store):
     assert store.stats()["entries"] == 1
 
 
-def test_a_stored_infeasible_budget_is_raised_again(graph, store):
+def test_a_stored_infeasible_budget_comes_back_as_stored(graph, store):
     budget = memory_lower_bound(graph)
-    with pytest.raises(InfeasibleBudget) as fresh:
-        solve_stored(graph, budget, "chen-sqrt", store=store)
-    with pytest.raises(InfeasibleBudget) as stored:
-        solve_stored(graph, budget, "chen-sqrt", store=store)
-    assert stored.value.smallest_feasible == fresh.value.smallest_feasible and stored.value.detail == fresh.value.detail
+    fresh = stored_solve(graph, budget, "chen-sqrt", store=store)
+    stored = stored_solve(graph, budget, "chen-sqrt", store=store)
+    assert fresh.status == stored.status == "infeasible" and stored.from_store and not fresh.from_store
+    assert stored.smallest_feasible == fresh.smallest_feasible and stored.detail == fresh.detail
     assert store.stats()["statuses"] == {"infeasible": 1}
 
 
 def test_a_stored_schedule_that_no_longer_simulates_is_dropped_and_solved_again(graph, store, caplog):
     budget = checkpoint_all_peak(graph) // 2
-    good = solve_through_store(store, graph, "rotor", budget)
-    key = result_key(graph, "rotor", budget)
+    good = stored_solve(graph, budget, "rotor", store=store)
+    key = result_key(graph, budget, "rotor")
     broken = good.schedule.to_json()
     broken["ops"] = broken["ops"][1:]  # its first compute gone: the next op reads a tensor that is not there
     store.put(key, graph.name, StoredResult("feasible", broken, seconds=1.0))
     with caplog.at_level(logging.WARNING):
         assert lookup(store, graph, key) is None
     assert "no longer simulates" in caplog.text and store.get(key) is None
-    again = solve_through_store(store, graph, "rotor", budget)
+    again = stored_solve(graph, budget, "rotor", store=store)
     assert not again.from_store and again.schedule.ops == good.schedule.ops
 
 
@@ -127,14 +126,14 @@ def test_a_damaged_store_is_moved_aside_with_a_warning_and_a_new_one_started(tmp
     else:
         store = ResultStore(path)
         for fraction in (0.5, 0.6, 0.7, 0.8, 0.9):
-            solve_through_store(store, graph, "chen-sqrt", int(checkpoint_all_peak(graph) * fraction))
+            stored_solve(graph, int(checkpoint_all_peak(graph) * fraction), "chen-sqrt", store=store)
         store.close()
         with open(path, "r+b") as f:
             f.truncate(path.stat().st_size // 2)
     damaged = path.read_bytes()
     with caplog.at_level(logging.WARNING):
         store = ResultStore(path)
-        outcome = solve_through_store(store, graph, "rotor", checkpoint_all_peak(graph) // 2)
+        outcome = stored_solve(graph, checkpoint_all_peak(graph) // 2, "rotor", store=store)
     asides = list(tmp_path.glob("results.sqlite.damaged-*"))
     assert len(asides) == 1 and asides[0].read_bytes() == damaged  # moved, never deleted
     assert str(path) in caplog.text and str(asides[0]) in caplog.text and "damaged" in caplog.text
@@ -278,7 +277,7 @@ def test_no_store_neither_reads_nor_writes(tmp_path, graph_file):
 
 
 def test_a_solve_in_the_cli_is_read_by_the_explorer_and_the_reverse(tmp_path, graph_file, graph, monkeypatch):
-    from explorer.jobs.worker import solve_graph
+    from explorer.jobs.tasks import solve_graph
 
     path = tmp_path / "results.sqlite"
     monkeypatch.setenv("REMAT_STORE", str(path))

@@ -1,4 +1,4 @@
-"""Time limits that hold: every solver returns within its limit (plus 10 % and 5 s), model building included."""
+"""Time limits that hold for the whole command, on Moccasin's largest size (the solvers' own: ``test_conformance.py``)."""
 
 import json
 import subprocess
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from remat_core import InfeasibleBudget, checkpoint_all_peak, save_graph, solve
+from remat_core import checkpoint_all_peak, save_graph
 from remat_core.solvers import solver_names
 from remat_core.graph.generators import random_layered
 
@@ -17,20 +17,6 @@ SLACK = 5.0
 
 def within(limit: float, seconds: float) -> bool:
     return seconds <= limit * 1.1 + SLACK
-
-
-@pytest.mark.parametrize("solver", solver_names())
-def test_every_solver_returns_within_a_small_time_limit(solver):
-    graph = random_layered(150, seed=7)
-    budget = int(checkpoint_all_peak(graph) * 0.8)
-    started = time.perf_counter()
-    try:
-        schedule = solve(graph, budget, solver, time_limit=0.5)
-    except InfeasibleBudget:
-        schedule = None
-    assert within(0.5, time.perf_counter() - started), solver
-    if schedule is not None:
-        assert schedule.stats["peak"] <= budget
 
 
 @pytest.mark.slow

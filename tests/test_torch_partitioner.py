@@ -1,5 +1,7 @@
 """``torch-partitioner``: PyTorch's own partitioner as a registered solver, on traced graphs and on graph files."""
 
+import os
+
 import pytest
 from tiny_models import residual_mlp
 
@@ -8,7 +10,7 @@ from remat_core import (ComputeGraph, InfeasibleBudget, Node, SolverOptionError,
 from remat_core.frontends.trace import trace_training_graph
 from remat_core.graph import training_chain
 from remat_core.run.tensor_check import check_on_tensors
-from remat_core.solvers.torch_partitioner import KNAPSACKS, torch_partition_curve
+from remat_core.solvers.peers.torch_partitioner import KNAPSACKS, torch_partition_curve
 
 SOLVER = "torch-partitioner"
 
@@ -96,3 +98,19 @@ def test_module_level_graphs_map_torchs_choice_onto_module_groups():
     schedule = solve(graph, checkpoint_all_peak(graph), SOLVER)
     assert schedule.solver_info["mode"] == "traced"
     assert check_on_tensors(graph, schedule).gradients_match
+
+
+def test_torch_min_cut_failure_dumps_stay_out_of_the_working_directory(tmp_path, monkeypatch):
+    """Torch writes min_cut_failed_graph*.txt into the current directory when a cut fails: every partitioner call
+    of ours (the torch-partitioner solver, the compile route) runs with those dumps sent elsewhere."""
+    from torch._functorch import partitioners
+
+    from remat_core.solvers import failure_dumps_kept_out
+
+    monkeypatch.chdir(tmp_path)
+    with failure_dumps_kept_out():
+        path = partitioners._get_unique_path("min_cut_failed_graph", ".txt")
+        open(path, "w").close()
+        assert os.path.dirname(os.path.abspath(path)) != str(tmp_path) and os.path.exists(path)
+    assert not os.path.exists(path) and list(tmp_path.iterdir()) == []
+    assert partitioners._get_unique_path("min_cut_failed_graph", ".txt") == "min_cut_failed_graph.txt"

@@ -11,12 +11,13 @@ from remat_core import ComputeGraph, Node, checkpoint_all_peak, memory_lower_bou
 from remat_core.analysis.comparison import sweep_budgets
 from remat_core.analysis.pareto import CurvePoint, ParetoCurve, pareto_curve
 from remat_core.analysis.summary import module_groups
-from remat_core.analysis.views import full_view, graph_view
+from remat_core.analysis.neighbourhood import (CONSUMER, PRODUCER, RECOMPUTED_WITH, TENSOR, recomputed_with,
+                                               tensor_neighbourhood)
 from remat_core.graph.generators import random_dag, training_chain
-from remat_core.viz import (bag_label, dag_html, lifetime_candidates, lifetime_chart, memory_timeline_figure,
-                            module_memory_figure, pareto_figure, path_strip_figure, separator_tree_figure,
-                            tree_of_bags_figure)
-from remat_core.viz.palette import DIMMED_COLOR, KIND_COLORS, RECOMPUTE_COLOR, unit_for
+from remat_core.viz import (ROLE_COLORS, bag_label, lifetime_candidates, lifetime_chart, memory_timeline_figure,
+                            module_memory_figure, neighbourhood_html, pareto_figure, path_strip_figure,
+                            separator_tree_figure, tree_of_bags_figure)
+from remat_core.viz.palette import KIND_COLORS, RECOMPUTE_COLOR, unit_for
 from remat_core.viz.timeline import (BUDGET_TRACE, CURSOR_TRACE, MEASURED_TRACE, STEP_TRACE, drawn_steps,
                                     frame_steps, row_labels)
 
@@ -196,15 +197,29 @@ def test_pareto_figure_draws_a_reported_cost_lower_bound_as_best_possible():
     assert list(bound.y) == pytest.approx([10.0, 0.0])
 
 
-def test_dag_html_is_offline_and_escapes_labels():
-    graph = ComputeGraph([Node("x", 1, 0, "input", True), Node("</script><b>", 5, 1, "forward", label=EVIL)],
-                         [("x", "</script><b>")])
-    html = dag_html(full_view(graph))
-    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", html, re.IGNORECASE)
-    assert not re.search(r"<link[^>]*\bhref\s*=\s*[\"']?https?://", html, re.IGNORECASE)
-    assert "<script>alert" not in html and "</script><b>" not in html
-    assert "popup.innerHTML" not in html  # tooltips stay plain text even with "href" in a label
-    assert "vis.Network" in html
+def recomputing_chain():
+    """A training chain and a schedule that recomputes part of its forward pass."""
+    graph = training_chain(8, mem=10)
+    peak, low = checkpoint_all_peak(graph), memory_lower_bound(graph)
+    return graph, solve(graph, low + (peak - low) // 3, "chen-sqrt")
+
+
+def test_a_neighbourhood_holds_producers_readers_and_what_is_recomputed_with_the_tensor():
+    graph, schedule = recomputing_chain()
+    counts = schedule.simulation.compute_counts
+    tensor = next(n for n in graph.topological_order() if counts.get(n, 0) > 1 and graph.node(n).kind == "forward")
+    hood = tensor_neighbourhood(graph, schedule.simulation, tensor, hops=1)
+    assert hood.nodes[0] == tensor and hood.roles[tensor] == TENSOR and hood.hops[tensor] == 0
+    assert {n for n, r in hood.roles.items() if r == PRODUCER} == {
+        p for p in graph.nx.predecessors(tensor) if not graph.node(p).pinned}
+    assert {n for n, r in hood.roles.items() if r == CONSUMER} == set(graph.nx.successors(tensor))
+    together = recomputed_with(graph, schedule.simulation, tensor)
+    assert together and all(counts[n] > 1 for n in together) and tensor not in together
+    assert {n for n, r in hood.roles.items() if r == RECOMPUTED_WITH} <= set(together)
+    assert all(counts[n] == hood.computes[n] for n in hood.nodes)
+    assert set(hood.edges) <= set(graph.nx.edges) and all(u in hood.roles and v in hood.roles for u, v in hood.edges)
+    small = tensor_neighbourhood(graph, schedule.simulation, tensor, hops=3, limit=4)
+    assert len(small.nodes) == 4 and small.left_out > 0 and small.nodes[0] == tensor
 
 
 def drawn_nodes(html: str) -> dict:
@@ -213,17 +228,23 @@ def drawn_nodes(html: str) -> dict:
     return {n["id"]: n for n in json.loads(data)}
 
 
-def test_dag_html_colours_by_kind_dims_the_unhighlighted_and_sizes_by_memory():
-    nodes = [Node("x", 1, 0, "input", True), Node("a", 100, 1, "forward"), Node("b", 25, 1, "backward")]
-    graph = ComputeGraph(nodes, [("x", "a"), ("a", "b")])
-    plain = drawn_nodes(dag_html(full_view(graph)))
-    assert plain["a"]["color"]["background"] == KIND_COLORS["forward"]
-    assert plain["b"]["color"]["background"] == KIND_COLORS["backward"]
-    assert plain["x"]["shape"] == "square" and plain["a"]["shape"] == "dot"
-    assert plain["a"]["size"] > plain["b"]["size"] > plain["x"]["size"]
-    marked = drawn_nodes(dag_html(full_view(graph), highlight={"a"}))
-    assert marked["a"]["color"]["background"] == KIND_COLORS["forward"] and marked["a"]["borderWidth"] == 3
-    assert marked["b"]["color"]["background"] == DIMMED_COLOR
+def test_the_neighbourhood_page_is_offline_escapes_names_colours_by_role_and_can_be_dragged():
+    graph = ComputeGraph([Node("x", 1, 0, "input", True), Node("a", 5, 1, "forward", label=EVIL),
+                          Node("b", 50, 1, "forward", label="href"), Node("c", 5, 1, "forward")],
+                         [("x", "a"), ("a", "b"), ("b", "c")])
+    schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
+    html = neighbourhood_html(graph, tensor_neighbourhood(graph, schedule.simulation, "b"))
+    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", html, re.IGNORECASE)
+    assert not re.search(r"<link[^>]*\bhref\s*=\s*[\"']?https?://", html, re.IGNORECASE)
+    assert "<script>alert" not in html and "popup.innerHTML" not in html and "vis.Network" in html
+    drawn = drawn_nodes(html)
+    assert set(drawn) == {"a", "b", "c"}  # the pinned input left out
+    assert drawn["b"]["shape"] == "star" and drawn["b"]["color"]["background"] == ROLE_COLORS[TENSOR]
+    assert drawn["a"]["color"]["background"] == ROLE_COLORS[PRODUCER]
+    assert drawn["c"]["color"]["background"] == ROLE_COLORS[CONSUMER]
+    assert drawn["b"]["size"] > drawn["a"]["size"]
+    options = json.loads(re.search(r"var options = (\{.*?\});\n", html, re.DOTALL).group(1))
+    assert options["physics"]["enabled"] and options["interaction"]["dragNodes"]
 
 
 def test_module_memory_figure_stacks_kinds_per_module():
@@ -313,17 +334,6 @@ def test_a_big_separator_tree_draws_its_top_levels_or_the_tree_below_a_picked_ba
     assert "960 more bags below" not in top.hovertext[0] and "more bags below" in top.hovertext[-1]
     below = separator_tree_figure(bags, parent, top=5, max_bags=100).data[0]
     assert below.ids[0] == "5" and below.parents[0] == "" and below.values[0] == 255
-
-
-def test_a_module_group_is_drawn_apart_from_its_backward_pass_in_the_small_dag():
-    nodes = [Node("w", 1, 0, "param", True, module="l1"), Node("a", 1, 1, "forward", module="l1"),
-             Node("a2", 1, 1, "forward", module="l1"), Node("l", 1, 1, "loss"),
-             Node("g", 1, 1, "backward", module="l1"), Node("g2", 1, 1, "backward", module="l1")]
-    graph = ComputeGraph(nodes, [("w", "a"), ("a", "a2"), ("a2", "l"), ("l", "g"), ("g", "g2"), ("a", "g2"),
-                                 ("w", "g2")])
-    view = graph_view(graph)
-    assert {n.id for n in view.nodes} == {"w", "l1 [forward]", "l", "l1 [backward]"}
-    assert drawn_nodes(dag_html(view))["l1 [forward]"]["label"] == "l1 · forward"
 
 
 def test_pareto_figure_draws_a_shared_lp_bound_instead_of_per_solver_bounds():

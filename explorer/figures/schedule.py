@@ -1,5 +1,6 @@
-"""The figures of the Schedule and Timeline pages: the Pareto chart, and the memory timeline and lifetime
-chart of one solve; cached by the graph's content hash (the graph itself is passed as ``_graph``).
+"""The figures of the Schedule, Timeline and Why pages: the Pareto chart, and the memory timeline, lifetime
+chart and a tensor's neighbourhood of one solve; cached by the graph's content hash (the graph itself is
+passed as ``_graph``).
 
 They are kept as plotly ``Figure`` objects (``st.cache_resource``, never mutated), not as dicts:
 ``st.plotly_chart`` rebuilds and validates a figure handed over as a dict on every run (tens of
@@ -15,10 +16,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from remat_core import ComputeGraph, Schedule
-from remat_core.analysis import ParetoCurve
-from remat_core.viz import lifetime_candidates, lifetime_chart, memory_timeline_figure, pareto_figure
+from remat_core.analysis import ParetoCurve, tensor_neighbourhood
+from remat_core.schedule import simulation_of
+from remat_core.viz import lifetime_candidates, lifetime_chart, memory_timeline_figure, neighbourhood_html, pareto_figure
 
-from ..jobs.results import options_key, solve_outcome
+from ..jobs.results import awaited_solve, options_key
 
 
 def pareto_chart(graph_key: str, curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint_all_peak: int,
@@ -59,7 +61,17 @@ def lifetime_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: i
 
 
 def _feasible(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None) -> Schedule:
-    outcome = solve_outcome(graph, solver, budget, options, time_limit)
+    outcome = awaited_solve(graph, budget, solver, options, time_limit)
     if outcome.schedule is None:
-        raise ValueError("the timeline figures need a feasible solve; check solve_outcome first")
+        raise ValueError("the timeline figures need a feasible solve; check awaited_solve first")
     return outcome.schedule
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def neighbourhood_page(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
+                       time_limit: float | None, tensor: str) -> tuple[str, int, int]:
+    """The Why page's drag-apart view of ``tensor``'s neighbourhood under one solve
+    (:func:`remat_core.viz.neighbourhood_html`): the HTML, how many nodes it draws, and how many it left out."""
+    schedule = _feasible(_graph, solver, budget, options, time_limit)
+    hood = tensor_neighbourhood(_graph, simulation_of(schedule), tensor)
+    return neighbourhood_html(_graph, hood), len(hood.nodes), hood.left_out

@@ -66,7 +66,7 @@ class Job:
         What its result is kept under (a second submit of the key finds this job).
     function : callable
         A module-level function (it travels to the worker by name). It gets a reporter (see
-        :class:`explorer.jobs.process.Reporter`), the graph rebuilt from ``graph`` (None without one),
+        :class:`remat_core.batch.Reporter`), the graph rebuilt from ``graph`` (None without one),
         then ``args``.
     args : tuple
     graph : PortableGraph, optional

@@ -6,28 +6,30 @@ owns exactly one worker process and runs one job in it at a time, so cancelling 
 killing that process (SIGKILL: nothing to wait for) and starting a fresh one, with no other job lost.
 A queued job is simply taken out of the queue. A pool cannot kill one task without the others.
 
-A dispatcher thread per lane feeds the worker (see :mod:`.process` for the messages), follows the
-running job's progress and heartbeat, and enforces Cancel and the job's time limit every
+The worker is the one worker layer's (:class:`remat_core.batch.WorkerProcess`: it gets each graph
+once, runs one job at a time, reports progress and beats; ``batch``'s process pool runs on the
+same). A dispatcher thread per lane feeds it, follows the running job's progress and heartbeat, and enforces Cancel and the job's time limit every
 :data:`POLL_SECONDS`. Jobs are kept by key: submitting a key already known returns its job, running
 or ended, so every page and session shares results. Within a *group* (one model and solver at one
 setting) a newer submit supersedes the queued ones: only the latest slider position is computed.
 Finished jobs are kept up to a count and a total weight (a weight is what the result costs to
 keep, e.g. a schedule's ops), the least recently asked for dropped first.
 
-No Streamlit here: :mod:`explorer.jobs.runner` holds the server's lanes.
+No Streamlit here: :mod:`explorer.jobs.lanes` holds the server's lanes.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
-import multiprocessing
 import threading
 from collections import OrderedDict, deque
 from typing import Any, Callable
 
+from remat_core.batch import WorkerProcess, WorkerStopped
+from remat_core.batch.worker import BEAT_SECONDS, STOP_SECONDS
+
 from .job import Job, JobState, PortableGraph
-from .process import BEAT_SECONDS, serve
 
 LOG = logging.getLogger(__name__)
 
@@ -35,11 +37,6 @@ KEPT_JOBS = 256
 """Finished jobs a lane keeps at most."""
 POLL_SECONDS = 0.05
 """How often the dispatcher looks at Cancel and the time limit while the worker is silent."""
-STOP_SECONDS = 5.0
-
-
-class WorkerStopped(RuntimeError):
-    """The worker process ended (killed by the system, out of memory, crashed) while it ran a job."""
 
 
 class Lane:
@@ -78,10 +75,9 @@ class Lane:
         self._pending: deque[Job] = deque()
         self._lock = threading.Condition()
         self._stopping = False
-        self._process: multiprocessing.process.BaseProcess | None = None
-        self._conn = None
+        self._worker: WorkerProcess | None = None
         self.workers_started = 0
-        self.graphs_sent = 0
+        self._graphs_sent_by_gone_workers = 0
         self._thread = threading.Thread(target=self._dispatch, args=(warm,), daemon=True, name=f"lane-{name}")
         self._thread.start()
         atexit.register(self.stop)
@@ -178,8 +174,14 @@ class Lane:
     @property
     def worker_pid(self) -> int | None:
         """The worker process's id (None while none runs)."""
-        process = self._process
-        return process.pid if process is not None and process.is_alive() else None
+        worker = self._worker
+        return worker.pid if worker is not None else None
+
+    @property
+    def graphs_sent(self) -> int:
+        """Graph documents sent to this lane's workers so far."""
+        worker = self._worker
+        return self._graphs_sent_by_gone_workers + (worker.graphs_sent if worker is not None else 0)
 
     # -- inside (lock held) -------------------------------------------------------------------------
 
@@ -245,8 +247,9 @@ class Lane:
                 self._evict()
 
     def _run(self, job: Job) -> None:
-        conn = self._conn if self._process is not None and self._process.is_alive() else self._start_worker()
-        conn.send(("run", job.id, job.graph[0] if job.graph else None, job.function, job.args, job.step_allowance))
+        worker = self._worker if self._worker is not None and self._worker.alive else self._start_worker()
+        worker.run(job.id, job.graph[0] if job.graph else None, job.function, job.args, job.step_allowance)
+        document = (lambda key: job.graph[1])
         while True:
             if job.cancel_requested or self._stopping:
                 self._stop(job, JobState.CANCELLED)
@@ -254,17 +257,13 @@ class Lane:
             if job.time_limit is not None and job.elapsed() > job.time_limit:
                 self._stop(job, JobState.TIMED_OUT)
                 return
-            if not conn.poll(POLL_SECONDS):
-                if not self._process.is_alive():
-                    raise WorkerStopped(f"exit code {self._process.exitcode}")
+            message = worker.receive(POLL_SECONDS, document)
+            if message is None:
                 continue
-            kind, job_id, *rest = conn.recv()
+            kind, job_id, *rest = message
             if job_id != job.id:
                 continue
-            if kind == "need":
-                conn.send(("graph", job.graph[0], job.graph[1]))
-                self.graphs_sent += 1
-            elif kind == "step":
+            if kind == "step":
                 job.report_step(*rest)
             elif kind == "partial":
                 job.report_partial(rest[0])
@@ -277,16 +276,11 @@ class Lane:
                 job.end(JobState.FAILED, error=rest[0])
                 return
 
-    def _start_worker(self):
-        context = multiprocessing.get_context("spawn")  # the server has threads, which fork must not copy
-        ours, theirs = context.Pipe()
-        process = context.Process(target=serve, args=(theirs, self._nice, self._initializer, self._beat_seconds),
-                                  name=f"remat-{self.name}", daemon=True)
-        process.start()
-        theirs.close()
-        self._process, self._conn = process, ours
+    def _start_worker(self) -> WorkerProcess:
+        self._worker = WorkerProcess(self.name, nice=self._nice, initializer=self._initializer,
+                                     beat_seconds=self._beat_seconds)
         self.workers_started += 1
-        return ours
+        return self._worker
 
     def _stop(self, job: Job, state: JobState) -> None:
         """End the running ``job`` by killing its worker (said at once), then start a fresh worker."""
@@ -301,10 +295,7 @@ class Lane:
             self._start_worker()
 
     def _kill_worker(self) -> None:
-        process, conn = self._process, self._conn
-        self._process = self._conn = None
-        if process is not None:
-            process.kill()
-            process.join(STOP_SECONDS)
-        if conn is not None:
-            conn.close()
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            self._graphs_sent_by_gone_workers += worker.graphs_sent
+            worker.kill()

@@ -18,16 +18,18 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from remat_core import ComputeGraph, Schedule, get_solver
+from remat_core import ComputeGraph, Schedule, SolveOutcome, get_solver
 from remat_core.analysis import ParetoCurve, sweep_budgets
 from remat_core.graph import format_bytes
+from remat_core.run import TensorCheck
 from remat_core.schedule import checkpoint_all_cost, simulation_of
+from remat_core.solvers import FAILED
 
 from ..state import Model
-from . import worker
+from . import tasks
 from .job import Job, JobState
-from .runner import search_sweep_lane, solve_lane, solver_sweep_lane, torch_lane
-from .worker import CheckOutcome, Outcome, portable
+from .lanes import search_sweep_lane, solve_lane, solver_sweep_lane, torch_lane
+from .tasks import portable
 
 SWEEP_POINTS = 14
 SEARCH_SWEEP_POINTS = 6
@@ -40,13 +42,13 @@ JOB_MARGIN_SECONDS = 60.0
 """A job may run this long per step beyond the solver's time limit (rebuilding the graph, simulating,
 a heuristic that ignores the time limit) before its lane stops it."""
 LONGEST_WAIT_SECONDS = 900.0
-"""``solve_outcome(wait=None)`` gives up after this long (a job queued behind many others)."""
+"""``awaited_solve(wait=None)`` gives up after this long (a job queued behind many others)."""
 TENSOR_RUN_SECONDS = 900.0
 """A run on real tensors (starting PyTorch, tracing the model, running it op by op) is stopped after this."""
 
-__all__ = ["FitsAt", "Outcome", "SolveStillRunning", "SweepStatus", "best_possible", "computes_at", "fits_at",
-           "lp_bounds_job", "options_key", "outcome_of", "solve_job", "solve_key", "solve_outcome",
-           "start_tensor_check", "sweep_grid", "sweep_job", "sweep_status", "tensor_check_job", "tensor_check_status"]
+__all__ = ["FitsAt", "SolveStillRunning", "SweepStatus", "awaited_solve", "best_possible", "computes_at", "fits_at",
+           "lp_bounds_job", "options_key", "outcome_of", "solve_job", "solve_key", "start_tensor_check", "sweep_grid",
+           "sweep_job", "sweep_status", "tensor_check_job", "tensor_check_status"]
 
 Options = tuple[tuple[str, Any], ...]
 
@@ -56,9 +58,9 @@ def options_key(options: dict[str, Any]) -> Options:
     return tuple(sorted(options.items()))
 
 
-def solve_key(graph: ComputeGraph, solver: str, budget: int, options: Options, time_limit: float | None) -> tuple:
-    """What a solve's result is kept under: the graph's content hash, the solver, budget, options and time limit."""
-    return graph.content_hash, solver, int(budget), options, time_limit
+def solve_key(graph: ComputeGraph, budget: int, solver: str, options: Options, time_limit: float | None) -> tuple:
+    """What a solve's result is kept under: the graph's content hash, the budget, solver, options and time limit."""
+    return graph.content_hash, int(budget), solver, options, time_limit
 
 
 def _setting(graph: ComputeGraph, solver: str, options: Options, time_limit: float | None) -> tuple:
@@ -95,7 +97,7 @@ def _confirm(setting: tuple, budget: int, peak: int) -> None:
             _confirmed[setting] = FitsAt(budget, peak)
 
 
-def _confirm_outcome(setting: tuple, budget: int, outcome: Outcome) -> None:
+def _confirm_outcome(setting: tuple, budget: int, outcome: SolveOutcome) -> None:
     if outcome.feasible:
         _confirm(setting, budget, outcome.stats["peak"])
 
@@ -111,7 +113,7 @@ def fits_at(graph: ComputeGraph, solver: str, options: Options, time_limit: floa
     finished or still arriving) was confirmed by the simulator; None while none is known.
 
     What every page says "fits at" means. A budget a solver only *names* as feasible when it refuses
-    another (``Outcome.smallest_feasible``) is its claim, not a confirmed schedule, and is not counted.
+    another (``SolveOutcome.smallest_feasible``) is its claim, not a confirmed schedule, and is not counted.
     """
     setting = _setting(graph, solver, options, time_limit)
     sweep = solver_sweep_lane(solver).find(_sweep_key(graph, solver, options, time_limit))
@@ -123,40 +125,43 @@ def fits_at(graph: ComputeGraph, solver: str, options: Options, time_limit: floa
 
 # -- solves ------------------------------------------------------------------------------------------
 
-def solve_job(graph: ComputeGraph, solver: str, budget: int, options: Options, time_limit: float | None,
+def solve_job(graph: ComputeGraph, budget: int, solver: str, options: Options, time_limit: float | None,
               latest: bool = False) -> Job:
     """The job of one solve (started unless it is kept). ``latest``: it supersedes the queued solves of this
     solver at this setting on this graph (the slider's newest position wins)."""
     setting = _setting(graph, solver, options, time_limit)
     return solve_lane(solver).submit(
-        solve_key(graph, solver, budget, options, time_limit), worker.solve_job, solver, int(budget), options,
+        solve_key(graph, budget, solver, options, time_limit), tasks.solve_task, solver, int(budget), options,
         time_limit, graph=portable(graph), label=f"{solver} at {format_bytes(budget)}",
         group=setting if latest else None, on_done=partial(_confirm_outcome, setting, int(budget)),
         **_limits(time_limit))
 
 
-def outcome_of(job: Job) -> Outcome | None:
-    """A solve job's outcome: its result once done, why there is none once it ended otherwise, None meanwhile."""
+def outcome_of(job: Job) -> SolveOutcome | None:
+    """A solve job's outcome: its result once done, a failed outcome saying why there is none once it ended
+    otherwise (cancelled, stopped, the worker died), None meanwhile."""
     if not job.final:
         return None
     if job.state is JobState.DONE:
         return job.result
-    return Outcome(error=f"the solve {job.describe_end()}")
+    solver, budget = job.args[0], job.args[1]
+    return SolveOutcome(solver, budget, FAILED, detail=f"the solve {job.describe_end()}", seconds=job.elapsed())
 
 
-def solve_outcome(graph: ComputeGraph, solver: str, budget: int, options: Options, time_limit: float | None,
-                  wait: float | None = None, latest: bool = False) -> Outcome | None:
+def awaited_solve(graph: ComputeGraph, budget: int, solver: str, options: Options, time_limit: float | None,
+                  wait: float | None = None, latest: bool = False) -> SolveOutcome | None:
     """The solve at ``budget``, computed once in the background and kept.
 
     ``wait=None`` blocks until it has ended (an error outcome after :data:`LONGEST_WAIT_SECONDS`); a
     number waits at most that many seconds and returns None if it is still queued or running.
     """
-    job = solve_job(graph, solver, budget, options, time_limit, latest=latest)
+    job = solve_job(graph, budget, solver, options, time_limit, latest=latest)
     job.wait(LONGEST_WAIT_SECONDS if wait is None else max(wait, 0.0))
     outcome = outcome_of(job)
     if outcome is None and wait is None:
-        return Outcome(error=f"the solve did not finish within {LONGEST_WAIT_SECONDS:.0f} s (it is queued behind "
-                             f"other work); look again later, or set a shorter time limit")
+        return SolveOutcome(solver, budget, FAILED, detail=f"the solve did not finish within "
+                            f"{LONGEST_WAIT_SECONDS:.0f} s (it is queued behind other work); look again later, or set "
+                            f"a shorter time limit")
     return outcome
 
 
@@ -171,7 +176,7 @@ def computes_at(graph: ComputeGraph, solver: str, tensor: str, options: Options,
     :data:`STEP_MARGIN_SECONDS`.
     """
     def count(budget: int) -> int | None:
-        outcome = solve_outcome(graph, solver, int(budget), options, time_limit,
+        outcome = awaited_solve(graph, solver, int(budget), options, time_limit,
                                 wait=(time_limit or 0.0) + STEP_MARGIN_SECONDS)
         if outcome is None:
             raise SolveStillRunning(f"the solve at {format_bytes(budget)} is still running")
@@ -197,7 +202,7 @@ def sweep_job(graph: ComputeGraph, solver: str, options: Options, time_limit: fl
     budgets = tuple(sweep_grid(graph, solver))
     setting = _setting(graph, solver, options, time_limit)
     return solver_sweep_lane(solver).submit(
-        _sweep_key(graph, solver, options, time_limit), worker.sweep_job, solver, budgets, options, time_limit,
+        _sweep_key(graph, solver, options, time_limit), tasks.sweep_task, solver, budgets, options, time_limit,
         graph=portable(graph), label=f"Pareto sweep of {solver}", total=len(budgets),
         on_done=partial(_confirm_points, setting), **_limits(time_limit, len(budgets)))
 
@@ -251,7 +256,7 @@ def sweep_status(graph: ComputeGraph, solver: str, options: Options, time_limit:
 def lp_bounds_job(graph: ComputeGraph, time_limit: float | None) -> Job:
     """The job of Checkmate's LP bound at each of a searching sweep's budgets (started unless kept)."""
     budgets = tuple(sweep_budgets(graph, SEARCH_SWEEP_POINTS))
-    return search_sweep_lane().submit((graph.content_hash, "lp-bounds", time_limit), worker.lp_bounds_job, budgets,
+    return search_sweep_lane().submit((graph.content_hash, "lp-bounds", time_limit), tasks.lp_bounds_task, budgets,
                                       time_limit, graph=portable(graph), label="Checkmate's LP bounds",
                                       total=len(budgets), **_limits(time_limit, len(budgets)))
 
@@ -277,16 +282,10 @@ def start_tensor_check(model: Model, schedule: Schedule, key: tuple) -> Job:
         raise ValueError("start_tensor_check needs a model with a rebuild; check why_not_runnable first")
     lane = torch_lane()
     kept = lane.find(key)
-    if kept is not None and kept.final and _check_outcome(kept).error is not None:
+    if kept is not None and kept.final and not kept.done:
         lane.forget(key)
-    return lane.submit(key, worker.tensor_check_job, model.rebuild, schedule, graph=portable(model.graph),
+    return lane.submit(key, tasks.tensor_check_task, model.rebuild, schedule, graph=portable(model.graph),
                        label="the run on real tensors", time_limit=TENSOR_RUN_SECONDS)
-
-
-def _check_outcome(job: Job) -> CheckOutcome:
-    if job.state is JobState.DONE:
-        return job.result
-    return CheckOutcome(error=f"the run {job.describe_end()}")
 
 
 def tensor_check_job(key: tuple) -> Job | None:
@@ -294,11 +293,13 @@ def tensor_check_job(key: tuple) -> Job | None:
     return torch_lane().find(key)
 
 
-def tensor_check_status(key: tuple, wait: float = 0) -> tuple[bool, CheckOutcome | None]:
-    """Whether a run was started under ``key``, and its outcome once ended (waiting up to ``wait`` seconds)."""
+def tensor_check_status(key: tuple, wait: float = 0) -> tuple[bool, TensorCheck | None, str | None]:
+    """Whether a run was started under ``key``; its check once done; why there is none once it ended otherwise
+    (waiting up to ``wait`` seconds). Both are None while it runs."""
     job = tensor_check_job(key)
     if job is None:
-        return False, None
+        return False, None, None
     job.wait(wait)
-    return True, _check_outcome(job) if job.final else None
-
+    if job.done:
+        return True, job.result, None
+    return True, None, f"the run {job.describe_end()}" if job.final else None

@@ -11,23 +11,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-from remat_core import ComputeGraph
+from remat_core import ComputeGraph, SolveOutcome
 from remat_core.graph import format_bytes
 
 from .. import safety
 from ..widgets.jobs import job_panel
 from ..widgets.text import plain
 from .results import Options, solve_job
-from .worker import Outcome
 
 GLANCE_SECONDS = 1.0
 POLL_SECONDS = 1.0
 
 
 def awaited_outcome(graph: ComputeGraph, solver: str, budget: int, options: Options,
-                    time_limit: float | None) -> Outcome | None:
+                    time_limit: float | None) -> SolveOutcome | None:
     """The solve's outcome; None (its progress shown, polled for) while it runs or when it ended without one."""
-    job = solve_job(graph, solver, budget, options, time_limit)
+    job = solve_job(graph, budget, solver, options, time_limit)
     if not job.final:
         with st.spinner(f"Solving {plain(solver)} at {format_bytes(budget)}…", show_time=True):
             job.wait(GLANCE_SECONDS)
@@ -42,7 +41,7 @@ def rerun_when_solved(graph: ComputeGraph, solver: str, budget: int, options: Op
                       time_limit: float | None) -> None:
     """The solve's progress as a job, looked at every second; the page reruns once the schedule is there
     (pages that draw what they have meanwhile call this too)."""
-    job = solve_job(graph, solver, budget, options, time_limit)  # a Retry replaces the job under its key
+    job = solve_job(graph, budget, solver, options, time_limit)  # a Retry replaces the job under its key
     if job.done:
         st.rerun()
     job_panel(job, key=f"await_{budget}")

@@ -13,12 +13,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import streamlit as st
 
-from remat_core import ComputeGraph
+from remat_core import ComputeGraph, SolveOutcome
 from remat_core.analysis import TensorChange, reported_gap
 from remat_core.decompose import Decomposition, SeparatorTree
 from remat_core.graph import node_labels
 
-from ..jobs.worker import Outcome
 
 ICON = ":material/download:"
 
@@ -56,7 +55,7 @@ def graph_download(graph: ComputeGraph, key: str) -> None:
                   "The graph as remat-graph JSON: what the command line and an upload here read back.")
 
 
-def schedule_download(outcome: Outcome, graph: str, solver: str, budget: int, key: str) -> None:
+def schedule_download(outcome: SolveOutcome, graph: str, solver: str, budget: int, key: str) -> None:
     """A solve's schedule as JSON, unpacked and written only when the button is pressed (a 10,000-node graph's
     schedule is megabytes, and the pages that offer it rerun often)."""
     json_download("Schedule JSON", lambda: json.dumps(outcome.schedule.to_json()),
@@ -71,13 +70,12 @@ def decomposition_download(decomposition: Decomposition, separators: SeparatorTr
                   "remat-decomposition JSON: the bags, the tree edges and the separator tree the solvers recurse on.")
 
 
-def comparison_records(outcomes: Mapping[str, Outcome | None], budget: int) -> list[dict[str, Any]]:
+def comparison_records(outcomes: Mapping[str, SolveOutcome | None], budget: int) -> list[dict[str, Any]]:
     """The solvers at one budget, one row each with raw numbers (the table the Schedule page shows)."""
     rows = []
     for name, outcome in outcomes.items():
         stats = outcome.stats if outcome is not None else {}
-        status = ("solving" if outcome is None else "error" if outcome.error else "solved" if outcome.feasible
-                  else "infeasible")
+        status = "solving" if outcome is None else "solved" if outcome.feasible else outcome.status
         rows.append({"budget_bytes": budget, "solver": name, "status": status, "peak_bytes": stats.get("peak"),
                      "cost": stats.get("cost"), "overhead": stats.get("overhead"),
                      "recomputed_tensors": stats.get("recomputed_nodes"), "solve_seconds": stats.get("solve_seconds"),

@@ -23,7 +23,7 @@ from remat_core.viz import clicked_index, node_facts
 
 from .. import safety, state
 from ..figures.graph import graph_view_chart, laid_out_view
-from ..jobs.results import options_key, solve_outcome
+from ..jobs.results import options_key, awaited_solve
 from ..jobs.waiting import rerun_when_solved
 from ..pages import page_path
 from ..state.links import page_link
@@ -172,14 +172,14 @@ def _schedule(graph: ComputeGraph) -> tuple[SimulationResult | None, str]:
     and what it is: the solver and the budget."""
     solver, budget = state.solver(), state.budget()
     options, limit = options_key(state.options_of(solver)), state.time_limit()
-    outcome = solve_outcome(graph, solver, budget, options, limit, wait=SOLVE_WAIT_SECONDS)
+    outcome = awaited_solve(graph, budget, solver, options, limit, wait=SOLVE_WAIT_SECONDS)
     what = f"{solver} at {format_bytes(budget)}"
     if outcome is None:
         st.caption(f"Solving {plain(what)}… coloured by kind until the schedule is ready.")
         rerun_when_solved(graph, solver, budget, options, limit)
         return None, what
     if outcome.schedule is None:
-        reason = outcome.infeasible or outcome.error or "no schedule"
+        reason = outcome.detail or "no schedule"
         st.caption(f"{plain(what)} has no schedule ({plain(reason)}); coloured by kind. Pick another budget or "
                    f"solver on the Schedule page.")
         return None, what

@@ -7,19 +7,19 @@ from typing import Any
 
 import streamlit as st
 
-from remat_core import get_solver
+from remat_core import SolveOutcome, get_solver
 from remat_core.analysis import CurvePoint, reported_gap
 from remat_core.graph import format_bytes
+from remat_core.solvers import FAILED, INFEASIBLE, REFUSED, STOPPED
 
 from .. import safety, state
 from ..jobs.results import FitsAt, fits_at, options_key
-from ..jobs.worker import Outcome
 from .table import Missing, table
 from .rows import figure_metric, wrapping_row
 from .text import percent, plain
 
 
-def schedule_metrics(container, outcome: Outcome, budget: int) -> None:
+def schedule_metrics(container, outcome: SolveOutcome, budget: int) -> None:
     """Peak, cost overhead, recomputed tensors and solve time of an exact solve, in four metrics (from its
     stats: the schedule itself stays packed)."""
     stats = outcome.stats
@@ -49,13 +49,20 @@ def known_fit(solver: str) -> FitsAt | None:
     return fits_at(state.graph(), solver, options_key(state.options_of(solver)), state.time_limit())
 
 
-def outcome_message(outcome: Outcome, solver: str, budget: int, button_key: str | None = None) -> None:
-    """Say why there is no schedule: an error, or infeasible, with where the solver fits (the smallest budget at
-    which one of its schedules was confirmed, :func:`known_fit`) and a button to go there."""
-    if outcome.error:
-        st.error(f"{plain(solver)} failed: {plain(outcome.error)}")
+def outcome_message(outcome: SolveOutcome, solver: str, budget: int, button_key: str | None = None) -> None:
+    """Say why there is no schedule: an error or a refusal; a search stopped at its time limit (not a proof: more
+    time may find one); or infeasible. With where the solver fits (the smallest budget at which one of its
+    schedules was confirmed, :func:`known_fit`) and a button to go there."""
+    if outcome.status in (FAILED, REFUSED):
+        st.error(f"{plain(solver)} {'refused the graph' if outcome.status == REFUSED else 'failed'}: "
+                 f"{plain(outcome.detail)}")
         return
-    text = f"**{format_bytes(budget)} is infeasible for {plain(solver)}**: {plain(outcome.infeasible)}."
+    if outcome.status == STOPPED:
+        text = (f"**{plain(solver)} stopped at its time limit without a schedule within {format_bytes(budget)}** "
+                f"({plain(outcome.detail)}). This is not a proof that none exists: a longer time limit (sidebar) "
+                f"may find one.")
+    else:
+        text = f"**{format_bytes(budget)} is infeasible for {plain(solver)}**: {plain(outcome.detail)}."
     fit = known_fit(solver)
     if fit is not None:
         st.warning(text + f" It fits at **{fit}** (its smallest budget whose schedule the simulator confirmed; "
@@ -122,7 +129,7 @@ COLUMN_HELP = {
 }
 
 
-def comparison_rows(outcomes: dict[str, Outcome | None]) -> list[dict[str, Any]]:
+def comparison_rows(outcomes: dict[str, SolveOutcome | None]) -> list[dict[str, Any]]:
     """The table of the solvers at the current budget, one row per solver (in the mapping's order).
 
     Missing values are :class:`~explorer.widgets.table.Missing` with the reason. A ``MIP gap`` column
@@ -150,16 +157,18 @@ def comparison_rows(outcomes: dict[str, Outcome | None]) -> list[dict[str, Any]]
     return rows
 
 
-def _no_schedule(outcome: Outcome | None) -> tuple[str, str]:
+def _no_schedule(outcome: SolveOutcome | None) -> tuple[str, str]:
     """The status of a solver without a schedule at the budget, and the reason its cells are empty."""
     if outcome is None:
         return "solving…", "still solving at this budget: shown as soon as it lands"
-    if outcome.error:
-        return "error", f"no schedule: {outcome.error}"
-    return "infeasible", f"no schedule fits this budget: {outcome.infeasible}"
+    if outcome.status == INFEASIBLE:
+        return "infeasible", f"no schedule fits this budget: {outcome.detail}"
+    if outcome.status == STOPPED:
+        return "stopped", f"stopped at its time limit without a schedule (not proved infeasible): {outcome.detail}"
+    return outcome.status, f"no schedule: {outcome.detail}"
 
 
-def gap_text(gap: float | None, solver: str = "", outcome: Outcome | None = None) -> str | Missing:
+def gap_text(gap: float | None, solver: str = "", outcome: SolveOutcome | None = None) -> str | Missing:
     """A reported optimality gap in the table: ``0 % (optimal)``, three digits, or a dash saying why there is none."""
     if gap is not None:
         return "0% (optimal)" if gap == 0 else f"{100 * gap:.3g}%"
@@ -170,6 +179,6 @@ def gap_text(gap: float | None, solver: str = "", outcome: Outcome | None = None
     return Missing(f"{solver} proved no bound within its time limit")
 
 
-def comparison_table(outcomes: dict[str, Outcome | None]) -> None:
+def comparison_table(outcomes: dict[str, SolveOutcome | None]) -> None:
     """:func:`comparison_rows` drawn, with the columns' help as header tooltips."""
     table(comparison_rows(outcomes), COLUMN_HELP)

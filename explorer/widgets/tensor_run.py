@@ -56,23 +56,23 @@ def _results(blocked: str | None, key: tuple, budget: int | None) -> TensorCheck
     if blocked is not None:
         st.caption(plain(blocked))
         return None
-    started, outcome = tensor_check_status(key)
+    started, check, error = tensor_check_status(key)
     if not started:
         st.caption(ABOUT)
         return None
-    if outcome is None:
+    if check is None and error is None:
         with st.spinner("Running the schedule on real tensors…", show_time=True):
-            _, outcome = tensor_check_status(key, wait=RUN_WAIT_SECONDS)
-    if outcome is None:
+            _, check, error = tensor_check_status(key, wait=RUN_WAIT_SECONDS)
+    if error is not None:
+        st.error(f"The run on real tensors failed: {plain(error)}", icon=":material/error:")
+        return None
+    if check is None:
         st.caption("Still running in the background worker (the first run also traces the model there); the "
                    "results appear here when it is done.")
         _poll(key)
         return None
-    if outcome.error:
-        st.error(f"The run on real tensors failed: {plain(outcome.error)}", icon=":material/error:")
-        return None
-    _check_metrics(outcome.check, budget)
-    return outcome.check
+    _check_metrics(check, budget)
+    return check
 
 
 def _check_metrics(check: TensorCheck, budget: int | None) -> None:
@@ -108,6 +108,7 @@ def _check_metrics(check: TensorCheck, budget: int | None) -> None:
 @safety.fragment(run_every=POLL_SECONDS)
 def _poll(key: tuple) -> None:
     """While the run is going, show its progress (with Cancel) and rerun the page once it has ended."""
-    if tensor_check_status(key)[1] is not None:
+    _, check, error = tensor_check_status(key)
+    if check is not None or error is not None:
         st.rerun()
     job_panel(tensor_check_job(key), key="tensor_run")

@@ -3,7 +3,7 @@
 :func:`compare` solves a graph with several solvers at several budgets and returns one
 :class:`ComparisonRow` per (solver, budget): feasible or not, measured peak and cost, the cost
 overhead over checkpoint-all, how many nodes were recomputed, the solve time, and Checkmate's LP
-lower bound on the cost at that budget (:func:`remat_core.solvers.checkmate_lp.lp_lower_bound`): a
+lower bound on the cost at that budget (:func:`remat_core.solvers.lp_relaxation_value`): a
 bound over the frontier-advancing schedules of the graph's fixed topological order, not over all
 schedules (a schedule in another order, a heuristic's, can cost less).
 :func:`sweep_budgets` and :func:`pareto_optimal` give the budget grid and the Pareto front of a
@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import BudgetError, SolverOptionError
 from ..graph import ComputeGraph
 from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
-from ..solvers import checkmate_lp, get_solver, solver_names
-from .outcome import INFEASIBLE, REFUSED, Attempt, SolveOutcome, attempt_solve
+from ..solvers import FEASIBLE, REFUSED, SolveOutcome, get_solver, lp_relaxation_value, solve_outcome, solver_names
+
+Attempt = Callable[[ComputeGraph, int, str, "float | None"], SolveOutcome]
+"""``attempt(graph, budget, solver, time_limit) -> SolveOutcome``: how a table of solves gets each one
+(:func:`~remat_core.solvers.solve_outcome`'s first arguments)."""
 
 LP_AVAILABLE, LP_SKIPPED, LP_INFEASIBLE, LP_UNPROVEN, LP_REFUSED = (
     "ok", "skipped", "infeasible", "unproven", "refused")
@@ -54,8 +57,8 @@ class ComparisonRow:
         Bytes, pinned memory included.
     fraction : float
         ``budget / checkpoint-all peak``.
-    feasible : bool
-        A schedule within the budget was found.
+    status : str
+        The outcome's status (:data:`remat_core.solvers.STATUSES`); ``feasible`` and ``refused`` read it.
     peak, cost, overhead, recomputes, recomputed_nodes
         Measured by the simulator (None when infeasible). ``overhead`` is ``cost / checkpoint-all
         cost - 1``; ``recomputes`` counts extra computations, ``recomputed_nodes`` distinct nodes.
@@ -65,11 +68,10 @@ class ComparisonRow:
         Checkmate's LP bound at this budget (shared by every solver's row at that budget), for
         schedules in the graph's fixed topological order: a row's cost may be below it.
     smallest_feasible : int or None
-        For an infeasible row, the smallest budget the solver knows to be feasible.
+        For a row without a schedule, the smallest budget the solver knows to be feasible.
     detail : str
-        Why an infeasible row is infeasible, or why a solver refused the graph.
-    refused : bool
-        The solver did not try: the graph is larger than its formulation is built for.
+        Why there is no schedule: infeasible, stopped at the time limit, refused (the graph is larger
+        than the solver's formulation is built for) or failed.
     solver_info : dict
         What the solver reported beyond the measurements (a MIP gap, a slot count...).
     from_store : bool
@@ -79,7 +81,7 @@ class ComparisonRow:
     solver: str
     budget: int
     fraction: float
-    feasible: bool
+    status: str
     peak: int | None
     cost: float | None
     overhead: float | None
@@ -89,31 +91,37 @@ class ComparisonRow:
     lower_bound: LowerBound
     smallest_feasible: int | None = None
     detail: str = ""
-    refused: bool = False
     solver_info: dict[str, Any] = field(default_factory=dict)
     from_store: bool = False
 
     @classmethod
     def of(cls, outcome: SolveOutcome, peak: int, bound: LowerBound) -> "ComparisonRow":
-        """The row of one solve's outcome; ``peak`` is the graph's checkpoint-all peak.
-
-        Raises what :meth:`SolveOutcome.schedule_or_raise` raises for a failed outcome.
-        """
-        common = {"solver": outcome.solver, "budget": outcome.budget, "lower_bound": bound,
+        """The row of one solve's outcome; ``peak`` is the graph's checkpoint-all peak."""
+        common = {"solver": outcome.solver, "budget": outcome.budget, "lower_bound": bound, "status": outcome.status,
                   "fraction": outcome.budget / peak if peak else math.inf, "seconds": outcome.seconds,
                   "from_store": outcome.from_store}
-        if outcome.status in (INFEASIBLE, REFUSED):
-            return cls(**common, feasible=False, peak=None, cost=None, overhead=None, recomputes=None,
-                       recomputed_nodes=None, smallest_feasible=outcome.smallest_feasible, detail=outcome.detail,
-                       refused=outcome.status == REFUSED)
-        stats = outcome.schedule_or_raise().stats
-        return cls(**common, feasible=True, peak=stats["peak"], cost=stats["cost"], overhead=stats["overhead"],
+        if not outcome.feasible:
+            return cls(**common, peak=None, cost=None, overhead=None, recomputes=None, recomputed_nodes=None,
+                       smallest_feasible=outcome.smallest_feasible, detail=outcome.detail)
+        stats = outcome.stats
+        return cls(**common, peak=stats["peak"], cost=stats["cost"], overhead=stats["overhead"],
                    recomputes=stats["recomputes"], recomputed_nodes=stats["recomputed_nodes"],
-                   solver_info=dict(outcome.schedule.solver_info))
+                   solver_info=dict(outcome.solver_info))
+
+    @property
+    def feasible(self) -> bool:
+        """A schedule within the budget was found."""
+        return self.status == FEASIBLE
+
+    @property
+    def refused(self) -> bool:
+        """The solver did not try: the graph is larger than its formulation is built for."""
+        return self.status == REFUSED
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--json`` and the app (infinite values become None)."""
         doc = asdict(self)
+        doc.update(feasible=self.feasible, refused=self.refused)
         doc["lower_bound"] = asdict(self.lower_bound)
         doc["solver_info"] = {k: v for k, v in self.solver_info.items() if _plain(v)}
         return doc
@@ -125,7 +133,7 @@ def _plain(value: Any) -> bool:
 
 def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] | None = None,
             time_limit: float | None = None, lower_bound: bool = True,
-            attempt: Attempt = attempt_solve) -> list[ComparisonRow]:
+            attempt: Attempt = solve_outcome) -> list[ComparisonRow]:
     """Solve ``graph`` with each solver at each budget.
 
     Parameters
@@ -141,7 +149,7 @@ def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] 
         Compute Checkmate's LP bound at each budget (one LP per budget, in this process; status
         "skipped" when false).
     attempt : callable
-        ``attempt(graph, solver, budget, time_limit) -> SolveOutcome``: how each solve is had
+        ``attempt(graph, budget, solver, time_limit) -> SolveOutcome``: how each solve is had
         (default: solved here; :mod:`remat_core.batch` passes outcomes it got from a results store
         or from worker processes).
 
@@ -166,7 +174,7 @@ def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] 
     rows = []
     for budget in budgets:
         bound = lp_lower_bound(graph, budget, time_limit) if lower_bound else LowerBound(LP_SKIPPED)
-        rows += [ComparisonRow.of(attempt(graph, name, budget, time_limit), peak, bound) for name in names]
+        rows += [ComparisonRow.of(attempt(graph, budget, name, time_limit), peak, bound) for name in names]
     return rows
 
 
@@ -175,13 +183,13 @@ def lp_lower_bound(graph: ComputeGraph, budget: int, time_limit: float | None = 
 
     The bound covers only the schedules Checkmate's formulation can express (frontier-advancing, in
     the graph's fixed topological order), not all schedules; see
-    :func:`remat_core.solvers.checkmate_lp.lp_lower_bound`. Graphs
+    :func:`remat_core.solvers.lp_relaxation_value`. Graphs
     larger than that LP takes get status "refused", with the reason in ``detail``.
     """
     if budget < memory_lower_bound(graph):
         return LowerBound(LP_INFEASIBLE, detail="below the graph's memory lower bound")
     try:
-        value = checkmate_lp.lp_lower_bound(graph, budget, time_limit=time_limit)
+        value = lp_relaxation_value(graph, budget, time_limit=time_limit)
     except SolverOptionError as e:
         return LowerBound(LP_REFUSED, detail=str(e))
     if value is None:

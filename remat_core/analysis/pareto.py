@@ -1,6 +1,6 @@
 """Budget sweeps kept whole: the Pareto curve (budget vs cost overhead) of one solver.
 
-:func:`remat_core.sweep` returns bare rows; the explorer needs more from each point: which tensors
+:func:`remat_core.sweep` returns one outcome per budget; the explorer needs less and more from each point: which tensors
 were recomputed (so "from which budget is this tensor computed once?" needs no new solve), the
 lower bound a solver reports on the cost (``checkmate-lp``'s LP value, plotted as "best possible":
 a bound over the schedules of the graph's fixed topological order, not over all schedules),
@@ -12,15 +12,12 @@ grid is :func:`remat_core.analysis.comparison.sweep_budgets`.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import Schedule, checkpoint_all_cost
-from ..solvers import solve
-from .outcome import SolveOutcome
+from ..solvers import SolveOutcome, solve_outcome
 
 LP_LOWER_BOUND = "lp_lower_bound"
 """The ``solver_info`` key under which a solver reports a lower bound on the cost at a budget."""
@@ -193,17 +190,16 @@ def pareto_curve(graph: ComputeGraph, solver: str, budgets: Iterable[int], time_
 
 def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float | None = None,
                 **options: Any) -> CurvePoint:
-    """One :class:`CurvePoint`: solve at ``budget`` and keep the measured figures (or the infeasibility)."""
-    started = time.perf_counter()
-    try:
-        schedule = solve(graph, budget, solver, time_limit=time_limit, **options)
-    except InfeasibleBudget as e:
-        return infeasible_point(budget, time.perf_counter() - started, e.smallest_feasible)
-    return feasible_point(schedule, budget, time.perf_counter() - started)
+    """One :class:`CurvePoint`: solve at ``budget`` and keep the measured figures (or why there is no schedule)."""
+    return curve_point(solve_outcome(graph, budget, solver, time_limit, **options))
 
 
 def curve_point(outcome: SolveOutcome) -> CurvePoint:
-    """The :class:`CurvePoint` of a solve's outcome (a refused or failed solve is a point without a schedule)."""
+    """The :class:`CurvePoint` of a solve's outcome (a refused or failed solve is a point without a schedule).
+
+    The outcome's schedule must still carry its simulation (the recomputed tensors are read off it):
+    make points where the solve ran.
+    """
     if not outcome.feasible:
         return infeasible_point(outcome.budget, outcome.seconds, outcome.smallest_feasible)
     return feasible_point(outcome.schedule, outcome.budget, outcome.seconds)

@@ -38,7 +38,7 @@ RUNS_PER_GROUP = 12
 PASSES = {"input": "inputs", "param": "parameters", "buffer": "buffers", "forward": "forward", "loss": "forward",
           "backward": "backward", "other": "other"}
 """Node kind -> the pass a group is split by (the loss is drawn with the forward pass)."""
-_RUN_KEY = "runs:{stage}:{level}:{index}"
+_RUN_KEY = "runs:{pass_}:{level}:{index}"
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Hierarchy:
         """How many nodes the view opened to depth d has, for d = 0 (top level) .. :attr:`depth` (every node)."""
         sizes = []
         for depth in range(self.depth + 1):
-            groups = {(stage, chain[depth]) for chain, stage in zip(self.chains, self.passes) if len(chain) > depth}
+            groups = {(pass_, chain[depth]) for chain, pass_ in zip(self.chains, self.passes) if len(chain) > depth}
             sizes.append(len(groups) + sum(len(chain) <= depth for chain in self.chains))
         return tuple(sizes)
 
@@ -167,15 +167,15 @@ def _build_hierarchy(graph: ComputeGraph) -> Hierarchy:
             chains[i] = tuple(".".join(parts[:k]) for k in range(1, len(parts) + 1))
         else:
             loose.setdefault(passes[i], []).append(i)
-    for stage, members in loose.items():
+    for pass_, members in loose.items():
         members.sort(key=lambda i: position[i])
         sizes = _run_sizes(len(members))
         for rank, i in enumerate(members):
-            chains[i] = tuple(_RUN_KEY.format(stage=stage, level=level, index=rank // size)
+            chains[i] = tuple(_RUN_KEY.format(pass_=pass_, level=level, index=rank // size)
                               for level, size in enumerate(sizes, 1))
         for level, size in enumerate(sizes, 1):
             for start in range(0, len(members), size):
-                key = _RUN_KEY.format(stage=stage, level=level, index=start // size)
+                key = _RUN_KEY.format(pass_=pass_, level=level, index=start // size)
                 run_labels[key] = run_label(labels[graph.ids[members[start]]],
                                             labels[graph.ids[members[min(start + size, len(members)) - 1]]])
     size: dict[str, int] = {}
@@ -309,10 +309,10 @@ def graph_view(graph: ComputeGraph, expanded: Iterable[str] = ()) -> GraphView:
         if size[k] == 1:
             nodes.append(_leaf(graph, labels, int(graph.topo_idx[first[slot]])))
             continue
-        stage, path = key
+        pass_, path = key
         group = tree.groups[path]
-        label = group.label if path in tree.runs else f"{group.label} · {stage}"
-        nodes.append(ViewNode(id=f"{path} [{stage}]", label=label, kind=NODE_KINDS[kinds[k]], mem=int(mem[k]),
+        label = group.label if path in tree.runs else f"{group.label} · {pass_}"
+        nodes.append(ViewNode(id=f"{path} [{pass_}]", label=label, kind=NODE_KINDS[kinds[k]], mem=int(mem[k]),
                               cost=float(cost[k]), size=int(size[k]), order=int(first[slot]), pinned=bool(pinned[k]),
                               group=path, module=None if path in tree.runs else path))
     source, target = edge_index(graph)

@@ -5,32 +5,33 @@ each solve finishes, in any order, so that the caller can store each result as i
 interrupted grid loses only the solves in flight). Outcomes are :func:`~remat_core.batch.cells.solve_cell`'s
 in every backend, so the same cells give the same results on each.
 
-- ``local`` with one worker solves in this process; with more, in a pool of ``spawn``-ed
-  processes that get every graph's document once (the pool's initializer). A worker that dies
-  (killed, out of memory) breaks the pool: the error says how many results arrived (they are
-  stored) and that running the command again resumes.
+- ``local`` with one worker solves in this process; with more, in worker processes of the worker
+  layer (:class:`~.worker.WorkerProcess`, the explorer's lanes run on the same), each asking for a
+  graph's document once and keeping it. A worker that dies (killed, out of memory) stops the run:
+  the error says how many results arrived (they are stored) and that running the command again
+  resumes.
 - ``ray`` starts a local Ray with ``num_cpus=workers`` (stopped again afterwards) or joins the
   cluster at ``address`` (shipping this package to it as a ``py_modules`` runtime environment).
-  Each graph's document is put in the object store once; a task whose worker dies is retried by
-  Ray (:data:`RAY_RETRIES` times), and a task that still fails comes back as a failed outcome.
+  Each graph's document is put in the object store once and rebuilt once per Ray worker process
+  (:class:`~.worker.GraphCache`); a task whose worker dies is retried by Ray (:data:`RAY_RETRIES`
+  times), and a task that still fails comes back as a failed outcome.
   Ray is imported only here, only when this backend runs.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-import multiprocessing
-import signal
 from abc import ABC, abstractmethod
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from ..analysis import FAILED, SolveOutcome
 from ..errors import RematError, first_line
 from ..graph import ComputeGraph
-from .cells import Cell, graph_of, solve_cell
+from ..solvers import FAILED, SolveOutcome
+from .cells import Cell, solve_cell, solve_cell_job
+from .worker import GraphCache, WorkerProcess, WorkerStopped
 
 BACKENDS = ("local", "ray")
 RAY_RETRIES = 3
@@ -74,7 +75,7 @@ class InProcess(Backend):
 
 
 class ProcessPool(Backend):
-    """A pool of ``workers`` local processes."""
+    """``workers`` local worker processes, one cell at a time each."""
 
     name = "local"
 
@@ -82,43 +83,50 @@ class ProcessPool(Backend):
         if not cells:
             return
         documents = {key: graphs[key].to_json() for key in {cell.graph for cell in cells}}
-        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(cells)),
-                                   mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_install_documents, initargs=(documents,))
-        futures = {pool.submit(_solve_installed, cell): cell for cell in cells}
+        queue = list(reversed(cells))
+        pool = [WorkerProcess(f"pool-{k}", ignore_interrupts=True) for k in range(min(self.workers, len(cells)))]
+        running: dict[WorkerProcess, Cell] = {}
+        job_ids = itertools.count(1)
         arrived = 0
+
+        def send_next(worker: WorkerProcess) -> None:
+            if queue:
+                running[worker] = queue.pop()
+                worker.run(next(job_ids), running[worker].graph, solve_cell_job, (running[worker],))
+
         try:
-            for future in as_completed(futures):
-                yield futures[future], future.result()
-                arrived += 1
-        except BrokenProcessPool:
+            for worker in pool:
+                send_next(worker)
+            while running:
+                ready = wait([w.conn for w in running] + [w.process.sentinel for w in running])
+                for worker in [w for w in list(running) if w.conn in ready or w.process.sentinel in ready]:
+                    message = worker.receive(0.0, documents.__getitem__)
+                    if message is None or message[0] not in ("done", "error"):
+                        continue
+                    cell = running.pop(worker)
+                    if message[0] == "done":
+                        outcome = message[2]
+                    else:  # the job function turns every error into an outcome: this is the worker layer's own
+                        outcome = SolveOutcome(cell.solver, cell.budget, FAILED, internal=True,
+                                               detail=f"{type(message[2]).__name__}: {first_line(message[2])}")
+                    arrived += 1
+                    yield cell, outcome
+                    send_next(worker)
+        except WorkerStopped as e:
             raise BackendError(f"a worker process died (killed, or out of memory) after {arrived} of {len(cells)} "
-                               f"solves; the results that arrived are stored: run the command again to resume "
+                               f"solves ({e}); the results that arrived are stored: run the command again to resume "
                                f"(with fewer --workers if memory ran out)") from None
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-            # The workers ignore Ctrl-C; one still solving when the run ends early is stopped here.
-            # (ProcessPoolExecutor.terminate_workers arrives in Python 3.14.)
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.terminate()
+            for worker in pool:  # the workers ignore Ctrl-C; one still solving when the run ends early stops here
+                worker.kill()
 
 
-_installed: dict[str, Mapping[str, Any]] = {}
-
-
-def _install_documents(documents: Mapping[str, Mapping[str, Any]]) -> None:
-    """A pool worker's initializer: keep the graphs' documents; Ctrl-C is for the parent (it stops the pool)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _installed.update(documents)
-
-
-def _solve_installed(cell: Cell) -> SolveOutcome:
-    return solve_cell(graph_of(cell.graph, _installed[cell.graph]), cell)
+_ray_graphs = GraphCache()
 
 
 def _solve_document(cell: Cell, document: Mapping[str, Any]) -> SolveOutcome:
-    """A Ray task: Ray resolves ``document`` from the object store."""
-    return solve_cell(graph_of(cell.graph, document), cell)
+    """A Ray task: Ray resolves ``document`` from the object store; the Ray worker keeps the graph it rebuilds."""
+    return solve_cell(_ray_graphs.get(cell.graph, lambda: document), cell)
 
 
 class RayCluster(Backend):

@@ -10,13 +10,12 @@ worker's word is not taken for its peak and cost, as a stored one is not) before
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
-from ..analysis import FAILED, ComparisonRow, SolveOutcome, compare
+from ..analysis import ComparisonRow, compare
 from ..errors import InvalidSchedule
 from ..graph import ComputeGraph
-from ..solvers import solver_names
+from ..solvers import FAILED, SolveOutcome, solver_names
 from ..store import ResultStore, lookup, record, result_key, simulated
 from .backends import Backend
 from .cells import Cell
@@ -36,7 +35,7 @@ def run_grid(graphs: Mapping[str, ComputeGraph], cells: Sequence[Cell], backend:
     BackendError
         When the backend breaks (the results that arrived before are stored).
     """
-    keys = {cell: result_key(graphs[cell.graph], cell.solver, cell.budget, cell.time_limit, dict(cell.options))
+    keys = {cell: result_key(graphs[cell.graph], cell.budget, cell.solver, cell.time_limit, dict(cell.options))
             for cell in cells}
     results: dict[Cell, SolveOutcome] = {}
 
@@ -66,9 +65,9 @@ def _checked(graph: ComputeGraph, cell: Cell, outcome: SolveOutcome) -> SolveOut
     if not outcome.feasible or outcome.schedule.simulation is not None:
         return outcome
     try:
-        return replace(outcome, schedule=simulated(graph, outcome.schedule, cell.budget, outcome.seconds))
+        return outcome.replace(schedule=simulated(graph, outcome.schedule, cell.budget, outcome.seconds))
     except InvalidSchedule as e:
-        return replace(outcome, status=FAILED, schedule=None, detail=f"InvalidSchedule: {e}")
+        return outcome.replace(status=FAILED, schedule=None, detail=f"InvalidSchedule: {e}")
 
 
 def compare_on(backend: Backend, store: ResultStore | None, graph: ComputeGraph, budgets: Sequence[int],
@@ -79,7 +78,7 @@ def compare_on(backend: Backend, store: ResultStore | None, graph: ComputeGraph,
     The LP bounds (``lower_bound``) are computed in this process, one per budget.
     """
     names = list(solvers) if solvers is not None else solver_names()
-    cells = [Cell(graph.content_hash, name, int(budget), time_limit) for budget in budgets for name in names]
+    cells = [Cell(graph.content_hash, int(budget), name, time_limit) for budget in budgets for name in names]
     outcomes = run_grid({graph.content_hash: graph}, cells, backend, store, on_result)
     return compare(graph, budgets, names, time_limit, lower_bound,
-                   attempt=lambda g, solver, budget, limit: outcomes[Cell(g.content_hash, solver, int(budget), limit)])
+                   attempt=lambda g, budget, solver, limit: outcomes[Cell(g.content_hash, int(budget), solver, limit)])

@@ -17,10 +17,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..analysis import FAILED, ParetoCurve, SolveOutcome, curve_point
+from ..analysis import ParetoCurve, curve_point
 from ..errors import BudgetError
 from ..graph import ComputeGraph, load_graph, parse_budget
 from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
+from ..solvers import FAILED, SolveOutcome
 from ..store import ResultStore
 from ..viz import pareto_figure
 from .backends import Backend
@@ -94,7 +95,7 @@ def study_cells(graphs: Sequence[ComputeGraph], solvers: Sequence[str], budgets:
         peak = checkpoint_all_peak(graph)
         for solver in solvers:
             for text in budgets:
-                grid.append((graph, text, Cell(graph.content_hash, solver, parse_budget(text, peak), time_limit)))
+                grid.append((graph, text, Cell(graph.content_hash, parse_budget(text, peak), solver, time_limit)))
     return grid
 
 

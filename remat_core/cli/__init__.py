@@ -2,10 +2,12 @@
 
 Exit codes: 0 success; 1 invalid schedule (the message names the step); 2 bad input (bad file, bad
 graph, bad budget text, unknown solver, a model that cannot be traced, a model too big for the
-machine's memory: a message on stderr, no traceback unless ``--debug``); 3 infeasible budget (the
-message gives the budget asked and the smallest known feasible one); 4 internal error (any other
-exception: a bug of this package, not of the input; one line asking for a report, the traceback with
-``--debug``); 130 interrupted (Ctrl-C).
+machine's memory: a message on stderr, no traceback unless ``--debug``); 3 infeasible budget, proved
+or after the solver's whole search (the message gives the budget asked and the smallest known
+feasible one); 4 internal error (any other exception: a bug of this package, not of the input; one
+line asking for a report, the traceback with ``--debug``); 5 stopped at the time limit before a
+schedule within the budget was found (not a proof: the message says what was tried, the smallest
+budget known to fit, and that a longer ``--time-limit`` may find one); 130 interrupted (Ctrl-C).
 
 Each command is a pair: ``add_<name>_parser(subparsers)`` declares it and ``cmd_<name>(args)``
 runs it and returns the exit code. The commands live in one module per kind of work (``graphs``,
@@ -21,10 +23,11 @@ import os
 import sys
 from typing import Sequence
 
-from . import comparing, graphs, models, solving, studies
-from ..errors import InfeasibleBudget, InvalidSchedule, RematError, first_line
+from ..errors import InfeasibleBudget, InvalidSchedule, RematError, SearchStopped, first_line
 from ..solvers import highs_left_running
-from ._common import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR, EXIT_INVALID_SCHEDULE, EXIT_OK, Command
+from . import comparing, graphs, models, solving, studies
+from ._common import (EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR, EXIT_INVALID_SCHEDULE, EXIT_OK,
+                      EXIT_STOPPED, Command)
 
 EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT, as shells report it)."""
@@ -34,6 +37,7 @@ COMMANDS: dict[str, Command] = {**solving.COMMANDS, **graphs.COMMANDS, **compari
 """Every command by name, in the order ``--help`` lists them."""
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL_ERROR", "EXIT_INVALID_SCHEDULE", "EXIT_OK",
+           "EXIT_STOPPED",
            "build_parser", "main"]
 
 
@@ -56,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = COMMANDS[args.command][1](args)
     except InvalidSchedule as e:
         code = _fail(args, e, EXIT_INVALID_SCHEDULE)
+    except SearchStopped as e:
+        code = _fail(args, e, EXIT_STOPPED)
     except InfeasibleBudget as e:
         code = _fail(args, e, EXIT_INFEASIBLE)
     except (RematError, OSError, MemoryError) as e:

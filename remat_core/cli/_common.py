@@ -12,10 +12,13 @@ from typing import Any, Callable, Sequence
 from ..batch import BACKENDS, Backend, open_backend
 from ..errors import SolverOptionError
 from ..graph import ComputeGraph, parse_budget
-from ..schedule import Schedule, checkpoint_all_peak
-from ..store import STORE_ENV, STORED_AT, ResultStore, default_store_path, solve_through_store, store_path
+from ..schedule import checkpoint_all_peak
+from ..solvers import FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
+from ..store import STORE_ENV, STORED_AT, ResultStore, default_store_path, store_path, stored_solve
 
-EXIT_OK, EXIT_INVALID_SCHEDULE, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_INVALID_SCHEDULE, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR, EXIT_STOPPED = 0, 1, 2, 3, 4, 5
+EXIT_CODES = {FEASIBLE: EXIT_OK, INFEASIBLE: EXIT_INFEASIBLE, STOPPED: EXIT_STOPPED, REFUSED: EXIT_BAD_INPUT}
+"""The exit code of a solve's outcome (a failed one: :data:`EXIT_INTERNAL_ERROR` when internal, else bad input)."""
 
 Command = tuple[Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]]
 """A command: ``add_parser(subparsers)`` declares it, ``run(args)`` runs it and returns the exit code."""
@@ -69,15 +72,27 @@ def store_of(args: argparse.Namespace) -> ResultStore | None:
 
 
 def solved_through_store(args: argparse.Namespace, graph: ComputeGraph, budget: int, solver: str,
-                         time_limit: float | None, options: dict[str, Any]) -> Schedule:
+                         time_limit: float | None, options: dict[str, Any], spent: float = 0.0) -> SolveOutcome:
     """One solve through the store the arguments name; says on stderr when the answer came from the store."""
     store = store_of(args)
-    outcome = solve_through_store(store, graph, solver, budget, time_limit, **options)
+    outcome = stored_solve(graph, budget, solver, time_limit, store=store, spent=spent, **options)
     if outcome.from_store:
         when = outcome.schedule.solver_info[STORED_AT] if outcome.schedule is not None else "earlier"
         sys.stderr.write(f"from the results store {store.path} (solved {when}, in {outcome.seconds:.3g} s); "
                          f"--no-store solves again\n")
-    return outcome.schedule_or_raise()
+    return outcome
+
+
+def outcome_exit(outcome: SolveOutcome) -> int:
+    """A solve without a schedule said on stderr, and its exit code (0 for a feasible one, which says nothing)."""
+    if outcome.feasible:
+        return EXIT_OK
+    if outcome.internal:
+        sys.stderr.write(f"internal error: {outcome.message}\nThis is a bug in Remat Explorer, not in your input: "
+                         f"please report it with the command you ran.\n")
+        return EXIT_INTERNAL_ERROR
+    sys.stderr.write(f"error: {outcome.message}\n")
+    return EXIT_CODES.get(outcome.status, EXIT_BAD_INPUT)
 
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:

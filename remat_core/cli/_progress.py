@@ -10,8 +10,8 @@ import sys
 import time
 from typing import TextIO
 
-from ..analysis import SolveOutcome
 from ..batch import Cell
+from ..solvers import SolveOutcome
 
 BAR_WIDTH = 24
 REDRAW_SECONDS = 0.2

@@ -12,8 +12,8 @@ from ..errors import BudgetError
 from ..graph import ComputeGraph, format_bytes, load_graph
 from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
 from ..solvers import solver_names
-from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, budget_arg,
-                      comma_list, print_json, store_of)
+from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, budget_arg, comma_list,
+                      print_json, store_of)
 from ._progress import ProgressBar
 
 

@@ -15,7 +15,6 @@ from ..schedule import checkpoint_all_peak, memory_lower_bound
 from ..solvers import DEFAULT_SOLVER, solve
 from ._common import EXIT_INVALID_SCHEDULE, EXIT_OK, Command, budget_arg, option_args, print_json
 
-
 TRACE_LEVELS = ("op", "module")
 
 

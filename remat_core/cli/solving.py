@@ -10,7 +10,8 @@ from ..errors import InvalidSchedule
 from ..graph import load_graph
 from ..schedule import load_schedule, save_schedule, simulate
 from ..solvers import DEFAULT_SOLVER, list_solvers
-from ._common import EXIT_OK, Command, add_store_args, budget_arg, option_args, print_json, solved_through_store
+from ._common import (EXIT_OK, Command, add_store_args, budget_arg, option_args, outcome_exit, print_json,
+                      solved_through_store)
 
 
 def add_solve_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,10 +33,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     graph = load_graph(args.graph)
     budget = budget_arg(args.budget, graph)
-    limit = args.time_limit
-    if limit is not None:  # the limit bounds the whole command: reading the graph counts
-        limit = max(limit - (time.perf_counter() - started), min(limit, 0.01))
-    schedule = solved_through_store(args, graph, budget, args.solver, limit, option_args(args.option))
+    # the limit bounds the whole command: reading the graph counts (the store keys the limit as asked)
+    outcome = solved_through_store(args, graph, budget, args.solver, args.time_limit, option_args(args.option),
+                                   spent=time.perf_counter() - started)
+    if not outcome.feasible:
+        return outcome_exit(outcome)
+    schedule = outcome.schedule
     if schedule.solver_info.get("stopped_at_time_limit"):
         sys.stderr.write(f"{args.solver}: stopped at the time limit of {args.time_limit:g} s; this is the best "
                          f"schedule found by then\n")

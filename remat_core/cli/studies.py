@@ -16,7 +16,7 @@ from ..errors import UnknownSolver
 from ..graph import format_bytes, load_graph
 from ..solvers import get_solver
 from ..store import EXPORT_COLUMNS, ResultStore, StoreError, store_path
-from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, comma_list,
+from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, comma_list, outcome_exit,
                       print_json, store_of)
 from ._progress import ProgressBar
 
@@ -160,7 +160,7 @@ def cmd_study(args: argparse.Namespace) -> int:
                      f"{time.monotonic() - started:.1f} s; wrote {', '.join(str(p) for p in written)}\n")
     if study.failures:
         sys.stderr.write(f"{len(study.failures)} solves failed (status 'error' in results.csv); the first:\n")
-        study.failures[0].schedule_or_raise()
+        return outcome_exit(study.failures[0])
     return EXIT_OK
 
 

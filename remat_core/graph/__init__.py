@@ -1,4 +1,4 @@
-"""The graph stage: what every later stage reads.
+"""The graph package: what every later package reads.
 
 In: files and generators. Out: :class:`ComputeGraph` (an immutable, validated DAG of tensors with
 sizes, costs and kinds), its readers and writers (``remat-graph`` JSON, Checkmate/Moccasin

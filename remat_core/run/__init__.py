@@ -1,4 +1,4 @@
-"""The run stage: schedules on real tensors, out of the simulator and into PyTorch.
+"""The run package: schedules on real tensors, out of the simulator and into PyTorch.
 
 In: a traced graph (with its model attached) and a schedule. Out: an execution op by op with the
 real bytes after every op and the gradients (``execute``), and its check against checkpoint-all's

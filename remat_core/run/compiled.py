@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx.traceback as fx_traceback
@@ -29,6 +30,7 @@ from torch._inductor.custom_graph_pass import CustomKnapsackSolver
 
 from ..errors import first_line
 from ..graph import node_label
+from ..solvers import failure_dumps_kept_out
 from .decisions import RECOMPUTE, PlanDecisions
 from .executor import ExecutionError
 from .forward import ForwardProgram, Uncontrolled
@@ -175,11 +177,15 @@ def compiled_step(program: ForwardProgram, decisions: PlanDecisions) -> tuple[Ca
     return torch.compile(module, fullgraph=True), PlanKnapsack(program, decisions)
 
 
-def partitioner_settings(knapsack: PlanKnapsack):
-    """The settings a compile must run under for ``knapsack`` to be asked."""
+@contextmanager
+def partitioner_settings(knapsack: PlanKnapsack) -> Iterator[None]:
+    """The settings a compile must run under for ``knapsack`` to be asked (torch's failure dumps kept out of the
+    working directory)."""
     from torch._functorch import config
 
-    return config.patch(activation_memory_budget=BUDGET, activation_memory_budget_solver=knapsack)
+    with config.patch(activation_memory_budget=BUDGET, activation_memory_budget_solver=knapsack), \
+            failure_dumps_kept_out():
+        yield
 
 
 def check_compiler() -> None:

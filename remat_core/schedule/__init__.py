@@ -1,4 +1,4 @@
-"""The schedule stage: a plan of compute/free ops, and the one simulator that measures it.
+"""The schedule package: a plan of compute/free ops, and the one simulator that measures it.
 
 In: a :class:`~remat_core.graph.ComputeGraph` and ops. Out: :class:`Schedule` (ops, reasons,
 measured stats, ``remat-schedule`` JSON), :func:`simulate` (the only judge of peak and cost),
@@ -12,11 +12,11 @@ from .ops import needed_topological_order, ops_from_computes
 from .postpass import PassReason, evict_to_budget_indexed, tighten_indexed
 from .schedule import COMPUTE, FREE, Op, Reason, Schedule, reason
 from .simulator import (SimulationResult, checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak,
-    memory_lower_bound, schedule_stats, simulate)
+    measure_indexed, memory_lower_bound, schedule_stats, simulate)
 from .timeline import describe_op, memory_by_kind, occurrences, ordinal, simulation_of
 
 __all__ = ["checkpoint_all_cost", "checkpoint_all_ops", "checkpoint_all_peak", "COMPUTE", "describe_op",
-           "evict_to_budget_indexed", "FREE", "load_schedule", "memory_by_kind", "memory_lower_bound",
+           "evict_to_budget_indexed", "FREE", "load_schedule", "measure_indexed", "memory_by_kind", "memory_lower_bound",
            "needed_topological_order", "occurrences", "Op", "ops_from_computes", "ordinal", "PassReason",
            "Reason", "reason", "save_schedule", "Schedule", "schedule_stats", "simulate", "simulation_of",
            "SimulationResult", "tighten_indexed"]

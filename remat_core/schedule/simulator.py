@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from ..errors import InvalidSchedule
 from ..graph import ComputeGraph
@@ -130,37 +130,59 @@ def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int
         At the first op that breaks a rule, or at the end if an output was never computed.
     """
     ops = schedule.ops if isinstance(schedule, Schedule) else tuple((str(a), str(n)) for a, n in schedule)
-    return _simulate_core(graph, ops, budget)
-
-
-def _simulate_core(graph: ComputeGraph, ops: tuple[Op, ...], budget: int | None) -> SimulationResult:
     index = graph.index
+    indexed = []
+    for step, (action, node) in enumerate(ops):
+        i = index.get(node)
+        if i is None:
+            raise InvalidSchedule(step, (action, node), f"unknown node {node!r}: the graph has no node with that id")
+        indexed.append((action, i))
+    peak, peak_step, cost, timeline, counts = _simulate_core(graph, indexed, budget)
+    ids = graph.ids
+    compute_counts = {ids[i]: c for i, c in enumerate(counts) if c}
+    return SimulationResult(peak=peak, peak_step=peak_step, cost=cost, start_memory=graph.pinned_bytes,
+                            memory=tuple(timeline), compute_counts=compute_counts, ops=ops)
+
+
+def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: int | None = None) -> tuple[int, float]:
+    """``(peak, cost)`` of ops on node indices (a solver's working form), by the same rules as :func:`simulate`.
+
+    Raises
+    ------
+    InvalidSchedule
+        As :func:`simulate` does (the op is reported with the node's id).
+    """
+    peak, _, cost, _, _ = _simulate_core(graph, ops, budget)
+    return peak, cost
+
+
+def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
+                   budget: int | None) -> tuple[int, int, float, list[int], list[int]]:
+    """The one simulator's loop over index ops: peak, its step, cost, memory after each op, computes per node."""
     mem = graph.mem
     cost = graph.cost
     pinned = graph.pinned
     preds = graph.pred_idx
+    ids = graph.ids
     resident = bytearray(1 if p else 0 for p in pinned)
     counts = [0] * len(graph)
     memory = graph.pinned_bytes
     peak, peak_step = memory, -1
     total_cost = 0.0
     timeline = [0] * len(ops)
-    for step, op in enumerate(ops):
-        action, node = op
-        i = index.get(node)
-        if i is None:
-            raise InvalidSchedule(step, op, f"unknown node {node!r}: the graph has no node with that id")
+    for step, (action, i) in enumerate(ops):
         if action == COMPUTE:
             if pinned[i]:
-                raise InvalidSchedule(step, op, f"'{node}' is pinned: pinned nodes are always resident and never "
-                                                f"computed")
+                raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is pinned: pinned nodes are always resident "
+                                                              f"and never computed")
             if resident[i]:
-                raise InvalidSchedule(step, op, f"'{node}' is already resident; free it before computing it again")
+                raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is already resident; free it before "
+                                                              f"computing it again")
             missing = [j for j in preds[i] if not resident[j]]
             if missing:
-                names = ", ".join(f"'{graph.ids[j]}'" for j in missing[:5]) + (" ..." if len(missing) > 5 else "")
-                raise InvalidSchedule(step, op, f"predecessor(s) of '{node}' not resident: {names}; compute them "
-                                                f"first")
+                names = ", ".join(f"'{ids[j]}'" for j in missing[:5]) + (" ..." if len(missing) > 5 else "")
+                raise InvalidSchedule(step, (action, ids[i]), f"predecessor(s) of '{ids[i]}' not resident: {names}; "
+                                                              f"compute them first")
             resident[i] = 1
             memory += mem[i]
             total_cost += cost[i]
@@ -168,25 +190,24 @@ def _simulate_core(graph: ComputeGraph, ops: tuple[Op, ...], budget: int | None)
             if memory > peak:
                 peak, peak_step = memory, step
             if budget is not None and memory > budget:
-                raise InvalidSchedule(step, op, f"memory {memory:,} bytes exceeds the budget of {budget:,} bytes")
+                raise InvalidSchedule(step, (action, ids[i]), f"memory {memory:,} bytes exceeds the budget of "
+                                                              f"{budget:,} bytes")
         elif action == FREE:
             if pinned[i]:
-                raise InvalidSchedule(step, op, f"'{node}' is pinned: pinned nodes are never freed")
+                raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is pinned: pinned nodes are never freed")
             if not resident[i]:
-                raise InvalidSchedule(step, op, f"'{node}' is not resident, so it cannot be freed")
+                raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is not resident, so it cannot be freed")
             resident[i] = 0
             memory -= mem[i]
         else:
-            raise InvalidSchedule(step, op, f"unknown action {action!r}; expected \"{COMPUTE}\" or \"{FREE}\"")
+            raise InvalidSchedule(step, (action, ids[i]), f"unknown action {action!r}; expected \"{COMPUTE}\" or "
+                                                          f"\"{FREE}\"")
         timeline[step] = memory
-    never = [graph.ids[o] for o in graph.output_idx if counts[o] == 0]
+    never = [ids[o] for o in graph.output_idx if counts[o] == 0]
     if never:
         names = ", ".join(f"'{n}'" for n in never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
         raise InvalidSchedule(len(ops), None, f"output(s) never computed: {names}")
-    ids = graph.ids
-    compute_counts = {ids[i]: c for i, c in enumerate(counts) if c}
-    return SimulationResult(peak=peak, peak_step=peak_step, cost=total_cost, start_memory=graph.pinned_bytes,
-                            memory=tuple(timeline), compute_counts=compute_counts, ops=ops)
+    return peak, peak_step, total_cost, timeline, counts
 
 
 def checkpoint_all_ops(graph: ComputeGraph, explain: bool = True):
@@ -197,7 +218,7 @@ def checkpoint_all_ops(graph: ComputeGraph, explain: bool = True):
 def checkpoint_all_peak(graph: ComputeGraph) -> int:
     """Peak memory of the checkpoint-all schedule (no recomputation), in bytes."""
     return graph.memo("checkpoint_all_peak",
-                      lambda: _simulate_core(graph, tuple(checkpoint_all_ops(graph, explain=False)[0]), None).peak)
+                      lambda: simulate(graph, checkpoint_all_ops(graph, explain=False)[0]).peak)
 
 
 def checkpoint_all_cost(graph: ComputeGraph) -> float:

@@ -1,7 +1,21 @@
-"""Every solver, behind one front door.
+"""The solvers package: every solver, by family, behind one front door.
 
-Each module in this package registers its solvers with :func:`~remat_core.solvers.base.register`;
-importing the package imports them all, so the registry is built from the modules themselves.
+In: a :class:`~remat_core.graph.ComputeGraph`, a budget in bytes, a solver's name and its options.
+Out: a :class:`~remat_core.schedule.Schedule` measured by the simulator (:func:`solve`), or the same
+solve as one :class:`SolveOutcome` (:func:`solve_outcome`: a schedule, or why there is none).
+Imports :mod:`remat_core.graph`, :mod:`remat_core.schedule` and :mod:`remat_core.decompose`.
+
+Families, one subpackage each (its docstring says what its solvers share and guarantee):
+:mod:`.stage_models` (Checkmate's MILP and LP, Moccasin's CP-SAT), :mod:`.eviction` (DTR and its
+relatives, XLA's greedy, lifetime splitting), :mod:`.chains` (Chen, Griewank, Rotor),
+:mod:`.separators` (the treewidth and pathwidth recursions of Kumar et al.), :mod:`.portfolio`
+(``auto``) and :mod:`.peers` (PyTorch's partitioner); ``checkpoint-all``, the baseline, sits here.
+Shared pieces sit here too: :mod:`.registry` (the registry and its tags), :mod:`.front_door`,
+:mod:`.outcome`, :mod:`.quick` (the quick heuristics as one portfolio, found by tag),
+:mod:`.deadline` and :mod:`.bounds`.
+
+Every module below this package is imported here, so a solver registers wherever it lives; what kind
+of solver it is comes from its tags (:func:`find_solvers`), never from a list of names.
 """
 
 from __future__ import annotations
@@ -9,18 +23,20 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ._checkmate_model import highs_left_running
-from .api import DEFAULT_SOLVER, SweepRow, check_budget, solve, sweep
-from .base import REGISTRY, Option, SolverSpec, get_solver, register, solver_names
-from .recursion_trace import TRACED_SOLVERS, RecursionCall, RecursionTrace, trace_recursion
+from .front_door import DEFAULT_SOLVER, check_budget, check_time_limit, solve, solve_outcome, sweep
+from .peers.torch_partitioner import failure_dumps_kept_out
+from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, STATUSES, STOPPED, SolveOutcome
+from .registry import (REGISTRY, Option, SolverSpec, SolverTags, family_description, find_solvers, get_solver, register,
+                       solver_names)
+from .separators.trace import RecursionCall, RecursionTrace, recursion_decomposition, trace_recursion
+from .stage_models.checkmate_lp import lp_relaxation_value
+from .stage_models.checkmate_model import highs_left_running
 
-_INFRASTRUCTURE = {"api", "base", "recursion_trace"}
 _LISTED_FIRST = ("auto", "checkpoint_all")
 """The default solver, then the baseline; the others follow in alphabetical order of their modules."""
 
-for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-    if _module not in _INFRASTRUCTURE and not _module.startswith("_"):
-        importlib.import_module(f"{__name__}.{_module}")
+for _module in sorted(m.name for m in pkgutil.walk_packages(__path__, prefix=f"{__name__}.")):
+    importlib.import_module(_module)
 
 
 def _listing_key(item: tuple[int, SolverSpec]) -> tuple[int, str, int]:
@@ -42,6 +58,13 @@ def list_solvers() -> list[SolverSpec]:
     return list(REGISTRY.values())
 
 
-__all__ = ["DEFAULT_SOLVER", "Option", "REGISTRY", "RecursionCall", "RecursionTrace", "SolverSpec", "SweepRow",
-           "TRACED_SOLVERS", "check_budget", "get_solver", "highs_left_running", "list_solvers", "register", "solve",
-           "solver_names", "sweep", "trace_recursion"]
+def families() -> list[str]:
+    """The families of the registered solvers, in the order their first solver is listed."""
+    return list(dict.fromkeys(spec.family for spec in REGISTRY.values()))
+
+
+__all__ = ["DEFAULT_SOLVER", "FAILED", "FEASIBLE", "INFEASIBLE", "Option", "REFUSED", "REGISTRY", "RecursionCall",
+           "RecursionTrace", "STATUSES", "STOPPED", "SolveOutcome", "SolverSpec", "SolverTags", "check_budget",
+           "check_time_limit", "failure_dumps_kept_out", "families", "family_description", "find_solvers", "get_solver", "highs_left_running",
+           "list_solvers", "lp_relaxation_value", "recursion_decomposition", "register", "solve", "solve_outcome", "solver_names", "sweep",
+           "trace_recursion"]

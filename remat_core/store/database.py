@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ..errors import RematError
+from ..solvers import FEASIBLE
 from .keys import ResultKey
 
 MEMORY = ":memory:"
@@ -41,9 +42,6 @@ APPLICATION_ID = 0x52454D58
 """Written into the SQLite header (``PRAGMA application_id``): marks a file as a Remat Explorer store."""
 DEFAULT_BUSY_TIMEOUT = 5.0
 """Seconds to wait for another process's write before going on without the store."""
-FEASIBLE, INFEASIBLE = "feasible", "infeasible"
-"""The outcomes a store keeps (refusals are instant to redo; failures are bugs, not results)."""
-
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS results (
         key TEXT PRIMARY KEY,          -- ResultKey.digest

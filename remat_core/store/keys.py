@@ -66,7 +66,7 @@ class ResultKey:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-def result_key(graph: ComputeGraph, solver: str, budget: int, time_limit: float | None = None,
+def result_key(graph: ComputeGraph, budget: int, solver: str, time_limit: float | None = None,
                options: Mapping[str, Any] | None = None) -> ResultKey:
     """The key of ``solver`` on ``graph`` at ``budget``.
 

@@ -1,11 +1,13 @@
 """Solves through the results store: read before solving, write after.
 
-:func:`solve_through_store` is the one path every user of the store takes (the ``solve`` command,
-:mod:`remat_core.batch` for ``compare``, ``sweep`` and ``study``, the explorer's solve job through
-:func:`solve_stored`). A stored schedule is never trusted as stored: :func:`simulated` runs it
-through the one simulator with the budget enforced before it is returned, and one that no longer
-simulates (the graph's ids or the simulator's rules changed under it) is dropped, with a warning,
-and solved again. Stored infeasibility is returned as stored (there is no schedule to check).
+:func:`stored_solve` is the one path every user of the store takes (the ``solve`` command,
+:mod:`remat_core.batch` for ``compare``, ``sweep`` and ``study``, the explorer's solve job) and
+answers with a :class:`~remat_core.solvers.SolveOutcome`, as
+:func:`~remat_core.solvers.solve_outcome` does. A stored schedule is never trusted as stored:
+:func:`simulated` runs it through the one simulator with the budget enforced before it is returned,
+and one that no longer simulates (the graph's ids or the simulator's rules changed under it) is
+dropped, with a warning, and solved again. Stored infeasibility is returned as stored (there is no
+schedule to check).
 """
 
 from __future__ import annotations
@@ -14,19 +16,18 @@ import logging
 import time
 from typing import Any
 
-from ..analysis import FEASIBLE, INFEASIBLE, SolveOutcome, attempt_solve
 from ..errors import InvalidSchedule, ScheduleFormatError
 from ..graph import ComputeGraph
 from ..schedule import Schedule, schedule_stats, simulate
-from ..solvers import DEFAULT_SOLVER
-from .database import StoredResult, ResultStore
+from ..solvers import DEFAULT_SOLVER, FEASIBLE, INFEASIBLE, SolveOutcome, solve_outcome
+from .database import ResultStore, StoredResult
 from .keys import ResultKey, result_key
 from .location import store_path
 
 FROM_STORE, STORED_AT = "from_store", "stored_at"
 """``solver_info`` keys of a schedule read from the store: True, and when it was stored (ISO 8601 UTC)."""
 CONFIGURED = "configured"
-"""``solve_stored(store=CONFIGURED)``: the store this process is configured with (:func:`configured_store`)."""
+"""``stored_solve(store=CONFIGURED)``: the store this process is configured with (:func:`configured_store`)."""
 
 _log = logging.getLogger(__name__)
 _open_stores: dict[str, ResultStore] = {}
@@ -62,10 +63,10 @@ def lookup(store: ResultStore, graph: ComputeGraph, key: ResultKey) -> SolveOutc
     stored = store.get(key)
     if stored is None:
         return None
-    common = {"solver": key.solver, "budget": key.budget, "seconds": stored.seconds, "from_store": True}
+    common = {"seconds": stored.seconds, "from_store": True}
     if stored.status == INFEASIBLE:
-        return SolveOutcome(status=INFEASIBLE, smallest_feasible=stored.smallest_feasible, detail=stored.detail,
-                            **common)
+        return SolveOutcome(key.solver, key.budget, INFEASIBLE, smallest_feasible=stored.smallest_feasible,
+                            detail=stored.detail, **common)
     try:
         schedule = simulated(graph, Schedule.from_json(stored.schedule), key.budget, stored.seconds)
     except (InvalidSchedule, ScheduleFormatError) as e:
@@ -75,11 +76,12 @@ def lookup(store: ResultStore, graph: ComputeGraph, key: ResultKey) -> SolveOutc
         return None
     info = {**schedule.solver_info, FROM_STORE: True,
             STORED_AT: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stored.created))}
-    return SolveOutcome(status=FEASIBLE, schedule=schedule.with_updates(solver_info=info), **common)
+    return SolveOutcome(key.solver, key.budget, FEASIBLE, schedule.with_updates(solver_info=info), **common)
 
 
 def record(store: ResultStore, graph: ComputeGraph, key: ResultKey, outcome: SolveOutcome) -> None:
-    """Store a fresh feasible or infeasible outcome (refusals and failures are not results to keep)."""
+    """Store a fresh feasible or infeasible outcome (a search stopped at its time limit, a refusal and a
+    failure are not results to keep)."""
     if outcome.from_store or outcome.status not in (FEASIBLE, INFEASIBLE):
         return
     document = outcome.schedule.to_json() if outcome.schedule is not None else None
@@ -87,33 +89,30 @@ def record(store: ResultStore, graph: ComputeGraph, key: ResultKey, outcome: Sol
                                             outcome.seconds))
 
 
-def solve_through_store(store: ResultStore | None, graph: ComputeGraph, solver: str, budget: int,
-                        time_limit: float | None = None, **options: Any) -> SolveOutcome:
-    """The stored outcome of this solve if there is one, else solved here (and stored).
+def stored_solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
+                 store: ResultStore | str | None = CONFIGURED, spent: float = 0.0, **options: Any) -> SolveOutcome:
+    """:func:`~remat_core.solvers.solve_outcome` through a results store: the stored outcome of this solve if
+    there is one, else solved here and stored.
+
+    ``store``: a :class:`ResultStore`, None (no store), or :data:`CONFIGURED` (the one ``REMAT_STORE``
+    or the default path names). ``spent``: seconds of ``time_limit`` already used before the call
+    (reading the graph): the solve gets the rest, and the result is keyed by the limit as asked, so
+    that the same command finds it again. A schedule from the store carries
+    ``solver_info["from_store"]`` and ``["stored_at"]``.
 
     Raises
     ------
     UnknownSolver, SolverOptionError, BudgetError
-        Before anything is read or solved. A refused graph is an outcome, as in
-        :func:`remat_core.analysis.attempt_solve`.
+        Before anything is read or solved, as :func:`~remat_core.solvers.solve_outcome` does.
     """
-    key = result_key(graph, solver, budget, time_limit, options)
-    if store is not None:
-        hit = lookup(store, graph, key)
+    chosen = configured_store() if isinstance(store, str) and store == CONFIGURED else store
+    key = result_key(graph, budget, solver, time_limit, options)
+    if chosen is not None:
+        hit = lookup(chosen, graph, key)
         if hit is not None:
             return hit
-    outcome = attempt_solve(graph, solver, budget, time_limit, **options)
-    if store is not None:
-        record(store, graph, key, outcome)
+    left = time_limit if time_limit is None else max(time_limit - spent, min(time_limit, 0.01))
+    outcome = solve_outcome(graph, budget, solver, left, **options)
+    if chosen is not None:
+        record(chosen, graph, key, outcome)
     return outcome
-
-
-def solve_stored(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
-                 store: ResultStore | str | None = CONFIGURED, **options: Any) -> Schedule:
-    """:func:`remat_core.solve` through a results store (by default the one this process is configured with).
-
-    A schedule from the store carries ``solver_info["from_store"]`` and ``["stored_at"]``; a stored
-    infeasible budget raises :class:`~remat_core.InfeasibleBudget` as the solve did.
-    """
-    chosen = configured_store() if store == CONFIGURED else store
-    return solve_through_store(chosen, graph, solver, budget, time_limit, **options).schedule_or_raise()

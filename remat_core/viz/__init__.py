@@ -2,13 +2,13 @@
 step figures) and self-contained pyvis HTML.
 
 The graph view (``graph_view``: WebGL, levels of detail, a schedule's colours) draws big graphs;
-``dag`` draws a small one as a pyvis page.
+``dag`` draws one tensor's neighbourhood as a pyvis page a person can drag apart (the Why page).
 
 Each builder takes the core objects (a graph, a simulated schedule, a Pareto curve, a view, bags)
 and returns a figure that tests can inspect and the app can render.
 """
 
-from .dag import dag_html
+from .dag import ROLE_COLORS, neighbourhood_html
 from .decomposition import bag_label, path_strip_figure, separator_tree_figure, tree_of_bags_figure
 from .graph_view import STATUS_COLORS, clicked_index, graph_view_figure, node_facts
 from .lesson import (LEGEND, LessonGraph, SeparatorTreeChart, TimelineChart, compute_counts_figure,
@@ -20,6 +20,6 @@ from .timeline import lifetime_candidates, lifetime_chart, memory_timeline_figur
 
 __all__ = ["KIND_COLORS", "LEGEND", "LOWER_BOUND", "MARK_LINES", "PEAK", "RECOMPUTE_COLOR", "STATUS_COLORS", "bag_label",
            "ByteUnit", "LessonGraph", "SeparatorTreeChart", "TimelineChart", "clicked_index", "compute_counts_figure",
-           "dag_html", "graph_view_figure", "lifetime_candidates", "lifetime_chart", "memory_curves_figure",
+           "graph_view_figure", "neighbourhood_html", "ROLE_COLORS", "lifetime_candidates", "lifetime_chart", "memory_curves_figure",
            "memory_timeline_figure", "module_memory_figure", "node_facts", "pareto_figure", "path_strip_figure",
            "separator_tree_figure", "tree_of_bags_figure", "unit_for"]

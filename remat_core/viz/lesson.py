@@ -22,10 +22,9 @@ from typing import Collection, Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..analysis import full_view
+from ..analysis import full_view, layered_layout
 from ..graph import ComputeGraph, format_bytes, node_labels
 from ..schedule import Schedule, describe_op, memory_by_kind, occurrences, simulation_of
-from .dag import X_SPACING, Y_SPACING, layered_positions
 from .decomposition import BAG_COLOR, tree_layout
 from .palette import (BUDGET_COLOR, CURSOR_COLOR, DIMMED_COLOR, FONT_FAMILY, GRID, HIGHLIGHT_COLOR, RECOMPUTE_COLOR,
                       base_layout, kind_color, plotly_text, unit_for)
@@ -144,8 +143,9 @@ def folded_positions(graph: ComputeGraph) -> dict[str, tuple[float, float]]:
     last forward level and drawn below the forward ones: a layer's gradient sits under the layer,
     and a training chain reads as the ladder it is. y grows upwards.
     """
-    laid = layered_positions(full_view(graph))
-    xy = {i: (x / X_SPACING, -y / Y_SPACING) for i, (x, y) in laid.items()}
+    view = full_view(graph)
+    layout = layered_layout(view)
+    xy = {node.id: (float(x), float(y)) for node, x, y in zip(view.nodes, layout.x, layout.y)}
     backward = {n.id for n in graph.nodes if n.kind == "backward"}
     ahead = [xy[n.id] for n in graph.nodes if n.id not in backward]
     if not backward or not ahead:

@@ -1,0 +1,101 @@
+"""Timeline: the schedule's memory over steps (animated), the lifetime chart, and what is resident at a step."""
+
+
+import streamlit as st
+
+from explorer import state
+from explorer.figures.schedule import lifetime_figure, memory_figure
+from explorer.jobs.results import options_key, solve_key
+from explorer.jobs.waiting import awaited_outcome
+from explorer.pages import page_path
+from explorer.widgets.exports import schedule_download
+from explorer.widgets.lifetime import lifetime_controls
+from explorer.widgets.metrics import outcome_message
+from explorer.widgets.tensor_run import tensor_run_panel
+from explorer.widgets.text import percent, plain, tensor_name
+from remat_core.analysis import describe_reason, module_groups
+from remat_core.graph import format_bytes
+from remat_core.schedule import describe_op, occurrences
+
+
+STEP_KEY = "w_timeline_step"
+# Bumped once a selection on the chart has picked a step: the chart gets a new key, which clears the
+# selection (plotly does not redraw its animation frames while a selection is shown).
+CHART_GENERATION = "timeline_chart_generation"
+
+st.title("Timeline")
+graph = state.graph()
+solver, budget = state.solver(), state.budget()
+options = options_key(state.options_of(solver))
+outcome = awaited_outcome(graph, solver, budget, options, state.time_limit())
+if outcome is None:
+    st.stop()
+if outcome.schedule is None:
+    outcome_message(outcome, solver, budget)
+    st.page_link(page_path("schedule"), label="Choose another budget or solver", icon=":material/tune:")
+    st.stop()
+
+schedule = outcome.schedule
+result = schedule.simulation
+stats = schedule.stats
+st.caption(f"**{plain(solver)}** at a budget of **{format_bytes(budget)}**: peak {format_bytes(stats['peak'])}, "
+           f"cost overhead {percent(stats['overhead'])}, {stats['recomputed_nodes']} tensors recomputed, "
+           f"{len(schedule):,} ops. Press Play to walk through it; drag across the chart to pick a step and see "
+           f"what is resident then.")
+
+check = tensor_run_panel(state.model(), schedule, solve_key(graph, budget, solver, options, state.time_limit()))
+generation = st.session_state.setdefault(CHART_GENERATION, 0)
+event = st.plotly_chart(memory_figure(graph.content_hash, graph, solver, budget, options, state.time_limit(),
+                                      check.measured_memory if check else None),
+                        key=f"timeline_memory_{generation}", on_select="rerun",
+                        selection_mode=("points", "box"))
+picked = sorted({int(p["x"]) for p in event.selection.points if "x" in p}) if event and event.selection else []
+if picked:
+    st.session_state[STEP_KEY] = picked[0]
+    st.session_state[CHART_GENERATION] = generation + 1
+    st.rerun()
+st.session_state.setdefault(STEP_KEY, max(result.peak_step, 0))
+st.session_state[STEP_KEY] = min(st.session_state[STEP_KEY], len(result.ops) - 1)
+
+left, right = st.columns([2, 3])
+with left:
+    step = st.number_input("Step", min_value=0, max_value=len(result.ops) - 1, step=1, key=STEP_KEY,
+                           help="An op index; clicking the chart picks one too.")
+    occurrence = occurrences(result)
+    st.markdown(f"**{plain(describe_op(graph, result, step, occurrence[step]))}**  \n"
+                f"Memory after it: **{format_bytes(result.memory[step])}**"
+                + (f" of {format_bytes(budget)}" if budget else ""))
+    st.caption("Solver's reason: " + plain(describe_reason(schedule.reason_at(step), graph=graph)))
+    recomputed = sorted(n for n, c in result.compute_counts.items() if c > 1)
+    if recomputed:
+        default = result.ops[step][1] if result.ops[step][1] in recomputed else recomputed[0]
+        chosen = st.selectbox("Why is this recomputed?", recomputed, index=recomputed.index(default),
+                              format_func=lambda n: f"{tensor_name(graph, n)} · computed {result.compute_counts[n]}×",
+                              key="w_timeline_why")
+        if st.button("Explain", icon=":material/help:", key="timeline_explain"):
+            st.session_state[state.WHY_TENSOR] = chosen
+            st.switch_page(page_path("why"))
+    else:
+        st.caption("This schedule recomputes nothing.")
+with right:
+    resident = result.resident_after(graph, step)
+    nodes = sorted((graph.node(n) for n in resident), key=lambda n: -n.mem)
+    st.markdown(f"**Resident after step {step}**: {len(nodes):,} tensors, "
+                f"{format_bytes(sum(n.mem for n in nodes))}")
+    st.dataframe([{"tensor": tensor_name(graph, n.id), "kind": n.kind, "size": format_bytes(n.mem),
+                   "computed": f"{result.compute_counts.get(n.id, 0)}×" if not n.pinned else "pinned"}
+                  for n in nodes], hide_index=True, width="stretch", height=260)
+
+st.subheader("Lifetimes")
+choice = lifetime_controls(module_groups(graph))
+lifetimes, total = lifetime_figure(graph.content_hash, graph, solver, budget, options, state.time_limit(),
+                                   choice.max_rows, choice.recomputed_only, choice.module)
+if total:
+    st.caption(f"{min(total, choice.max_rows):,} of {total:,} tensors, one row each (recomputed ones first, then the "
+               f"largest; ordered by first computation): a bar while it is resident, coloured by kind; "
+               f"recomputations in orange.")
+    st.plotly_chart(lifetimes, key="timeline_lifetimes")
+else:
+    what = "recomputed" if choice.recomputed_only else "computed"
+    st.info(f"This schedule has no {what} tensor" + (f" in {plain(choice.module)}." if choice.module else "."))
+schedule_download(outcome, graph.name, solver, budget, key="timeline_download")

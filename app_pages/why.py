@@ -1,0 +1,164 @@
+"""Why recomputed? Each computation of a tensor with its reason, the budget from which it is computed
+once, and two budgets side by side."""
+
+
+import streamlit as st
+
+from explorer import state
+from explorer.figures.schedule import neighbourhood_page
+from explorer.jobs.results import SolveStillRunning, computes_at, options_key, sweep_status
+from explorer.jobs.waiting import awaited_outcome
+from explorer.safety import callback
+from explorer.widgets.budget import budget_scale, other_budget_slider
+from explorer.widgets.exports import csv_download, diff_records
+from explorer.widgets.metrics import outcome_message
+from explorer.widgets.rows import figure_metric, wrapping_row
+from explorer.widgets.text import percent, plain
+from explorer.widgets.why_link import why_url
+from remat_core import get_solver
+from remat_core.analysis import (CHANGE_ORDER, OnceThreshold, describe_computation, explain_tensor, graph_summary,
+                                 recomputed_tensors, schedule_diff, smallest_budget_computed_once)
+from remat_core.analysis.explain import named_fields
+from remat_core.graph import format_bytes, node_by_label, node_labels
+from remat_core.schedule import ordinal
+
+
+PICKER = "w_why_tensor"
+
+
+@callback
+def tensor_picked() -> None:
+    """The tensor picked becomes the page's tensor (what a link to it names)."""
+    st.session_state[state.WHY_TENSOR] = st.session_state[PICKER]
+
+
+st.title("Why recomputed?")
+graph = state.graph()
+summary = graph_summary(graph)
+solver, budget = state.solver(), state.budget()
+options = options_key(state.options_of(solver))
+limit = state.time_limit()
+outcome = awaited_outcome(graph, solver, budget, options, limit)
+if outcome is None:
+    st.stop()
+if outcome.schedule is None:
+    outcome_message(outcome, solver, budget)
+    st.stop()
+schedule = outcome.schedule
+counts = schedule.simulation.compute_counts
+recomputed = recomputed_tensors(graph, schedule)
+st.caption(f"**{plain(solver)}** at **{format_bytes(budget)}** recomputes {len(recomputed)} of {len(counts)} "
+           f"tensors. Pick one to see each of its computations and why.")
+
+labels = node_labels(graph)
+ranked = [n for n, _ in recomputed] + [n for n in graph.topological_order() if counts.get(n) == 1]
+asked = st.session_state.get(state.WHY_TENSOR)
+wanted = node_by_label(graph, str(asked)) if asked is not None else None  # a link may name it by label or id
+if asked is not None and wanted not in ranked:
+    st.warning(f"No computed tensor of this model is named {plain(asked)}; showing the most recomputed one. Pick "
+               f"another below.")
+if wanted in ranked:
+    st.session_state[PICKER] = wanted  # named elsewhere: a link, the Timeline's Explain
+elif st.session_state.get(PICKER) not in ranked:
+    st.session_state[PICKER] = ranked[0]
+tensor = st.selectbox("Tensor", ranked, key=PICKER, format_func=lambda n: f"{labels[n]} · computed {counts[n]}×",
+                      on_change=tensor_picked)
+st.session_state[state.WHY_TENSOR] = tensor
+explanation = explain_tensor(graph, schedule, tensor)
+node = explanation.node
+st.caption(f"Link to this explanation: [{plain(labels[tensor])}]({why_url(state.model(), solver, budget, tensor)})",
+           help=f"Opens this page on this tensor, solver and budget. Its id in the graph file: {tensor}")
+
+figures = wrapping_row(gap="large")
+figure_metric(figures, "Computed", f"{explanation.times_computed}×")
+figure_metric(figures, "Size", format_bytes(node.mem))
+figure_metric(figures, "Kind", node.kind)
+figure_metric(figures, "Readers", len(explanation.readers))
+
+with st.expander("Around it: its producers, its readers and what is recomputed with it", expanded=True):
+    html, drawn, left_out = neighbourhood_page(graph.content_hash, graph, solver, budget, options, limit, tensor)
+    st.iframe(html, height=460)
+    st.caption(f"★ this tensor · :blue[●] it is computed from these · :green[●] these read it · :orange[●] recomputed "
+               f"with it. A black ring: computed more than once. Drag a node to pull the knot apart; hover for "
+               f"its size and how often it is computed. Two hops each way, parameters left out"
+               + (f"; {left_out} more nodes left out to keep it readable." if left_out else "."))
+
+for computation in explanation.computations:
+    with st.container(border=True):
+        title = f"{ordinal(computation.occurrence)} computation · step {computation.step}"
+        st.markdown(f"**{title}**" + (" · recomputation" if computation.is_recomputation else ""))
+        st.markdown(plain(describe_computation(graph, computation, budget)))
+        if computation.freed_reason or computation.reason:
+            with st.expander("Recorded reasons"):
+                st.json({"compute": computation.reason and named_fields(computation.reason, graph),
+                         "previous free": computation.freed_reason and named_fields(computation.freed_reason, graph)})
+
+
+def threshold_message(threshold: OnceThreshold) -> None:
+    """Where the solver stops recomputing the tensor, with a button to move the budget there."""
+    if threshold.budget is None:
+        st.warning(f"{plain(solver)} recomputes it even at {format_bytes(threshold.below)}, the largest budget "
+                   f"checked.")
+    elif not threshold.recomputed_below:
+        st.success(f"{plain(solver)} computes it once at every feasible budget checked (from "
+                   f"{format_bytes(threshold.budget)}).")
+    else:
+        st.success(f"From **{format_bytes(threshold.budget)}** {plain(solver)} computes it once "
+                   f"({threshold.checked} budgets checked; at {format_bytes(threshold.below)} it is still "
+                   f"recomputed or infeasible).")
+        if st.button(f"Set the budget to {format_bytes(threshold.budget)}", key="why_use_threshold"):
+            state.set_budget(threshold.budget)
+            st.rerun()
+
+
+st.subheader("From which budget is it computed once?")
+status = sweep_status(graph, solver, options, limit)
+if status.curve is None:
+    st.info(f"Waiting for the sweep of {plain(solver)} ({status.done} of {status.total} budgets)…")
+else:
+    grid = [p.budget for p in status.curve.points]
+    run = not get_solver(solver).searching or st.button("Find it (solves a few more budgets)", key="why_find_once")
+    if run:
+        try:
+            with st.spinner(f"Solving {plain(solver)} at a few budgets to find where it stops recomputing this…",
+                            show_time=True):
+                found = smallest_budget_computed_once(tensor, solver, grid,
+                                                      computes_at(graph, solver, tensor, options, limit),
+                                                      tolerance=max(1, (grid[-1] - grid[0]) // 200))
+        except SolveStillRunning as e:
+            st.info(f"Not found yet: {plain(e)} (time limit {limit:g} s per solve). Look again in a moment; the "
+                    f"solves already done are kept.", icon=":material/hourglass_top:")
+        else:
+            threshold_message(found)
+
+st.subheader("Two budgets side by side")
+scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)
+other_key = "w_why_other_budget"
+other = other_budget_slider(scale, other_key, "Budget B (A is the current budget)",
+                            default=budget + max(summary.checkpoint_all_peak - budget, 0) // 2)
+other_outcome = awaited_outcome(graph, solver, other, options, limit)
+if other_outcome is not None and other_outcome.schedule is None:
+    outcome_message(other_outcome, solver, other)
+elif other_outcome is not None:
+    side_a, side_b = st.columns(2)
+    for side, label, sched in ((side_a, "A", schedule), (side_b, "B", other_outcome.schedule)):
+        side.metric(f"{label}: {format_bytes(sched.budget)}", percent(sched.stats["overhead"]),
+                    delta=f"{sched.stats['recomputed_nodes']} tensors recomputed", delta_color="off",
+                    delta_arrow="off")
+    changes = schedule_diff(graph, schedule, other_outcome.schedule)
+    if not changes:
+        st.info("Both budgets compute every tensor the same number of times.")
+    else:
+        tally = {c: sum(1 for x in changes if x.change == c) for c in CHANGE_ORDER}
+        st.caption(" · ".join(f"{n} {c}" for c, n in tally.items() if n))
+        model = state.model()
+        st.dataframe([{"tensor": labels[c.tensor], "change": c.change, "computed at A": c.computes_a,
+                       "computed at B": c.computes_b, "bytes": format_bytes(c.mem),
+                       "why at A": why_url(model, solver, budget, c.tensor),
+                       "why at B": why_url(model, solver, other, c.tensor)} for c in changes],
+                     hide_index=True, width="stretch",
+                     column_config={"why at A": st.column_config.LinkColumn(display_text="why at A"),
+                                    "why at B": st.column_config.LinkColumn(display_text="why at B")})
+        csv_download("Comparison CSV", diff_records(graph, changes, budget, other), f"{graph.name}-{solver}-"
+                     f"{budget}-vs-{other}.csv", "why_diff_csv",
+                     "The table above, with raw numbers: each tensor computed a different number of times.")

@@ -1,0 +1,114 @@
+"""The tasks the explorer's lanes run in their worker processes: solves, sweeps, LP bounds, runs on real tensors.
+
+Each is ``task(report, graph, *args)`` (a job of the worker layer, :mod:`remat_core.batch.worker`):
+the worker hands it the graph, rebuilt once per worker from its ``remat-graph`` document
+(attachments such as a traced FX module stay in the app's process; no solver reads them), and a
+reporter for its progress. This module imports no Streamlit and takes only plain, picklable data.
+Every solve goes through :func:`solve_graph`, the one solve path of the explorer: the results store
+(:func:`remat_core.store.stored_solve`), answering with a :class:`~remat_core.SolveOutcome` whose
+schedule crosses back packed.
+
+A run on real tensors needs the model behind the graph: the task gets the model's ``rebuild`` (see
+:class:`explorer.state.Model`), traces it once in its worker and keeps it beside the graph.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+from remat_core import ComputeGraph, RematError, Schedule, SolveOutcome
+from remat_core.analysis import LP_AVAILABLE, CurvePoint, curve_point, lp_lower_bound
+from remat_core.batch import Reporter
+from remat_core.graph import format_bytes
+from remat_core.run import TensorCheck, check_on_tensors
+from remat_core.solvers import FAILED
+from remat_core.store import stored_solve
+
+from .job import PortableGraph
+
+KEPT_MODELS = 2
+"""Traced models kept by the execution worker (each holds its weights and example inputs)."""
+_models: OrderedDict[str, ComputeGraph] = OrderedDict()
+
+Options = tuple[tuple[str, Any], ...]
+
+
+def portable(graph: ComputeGraph) -> PortableGraph:
+    """The graph as jobs take it (its document is built once per graph)."""
+    return graph.content_hash, graph.memo("remat-graph document", graph.to_json)
+
+
+def solve_graph(graph: ComputeGraph, solver: str, budget: int, options: Options,
+                time_limit: float | None) -> SolveOutcome:
+    """The solve at one budget through the results store the command line uses (a solve done there is read
+    back, and one done here is there): the explorer's one solve path."""
+    return stored_solve(graph, budget, solver, time_limit, **dict(options))
+
+
+def solve_task(report: Reporter, graph: ComputeGraph, solver: str, budget: int, options: Options,
+               time_limit: float | None) -> SolveOutcome:
+    """One solve (:func:`solve_graph`)."""
+    report.step(0, 1, format_bytes(budget))
+    return solve_graph(graph, solver, budget, options, time_limit)
+
+
+class SweepFailed(RematError):
+    """A sweep's solve at one budget failed for a reason other than infeasibility (the budget named)."""
+
+
+def sweep_task(report: Reporter, graph: ComputeGraph, solver: str, budgets: Sequence[int], options: Options,
+               time_limit: float | None) -> tuple[CurvePoint, ...]:
+    """The Pareto sweep of ``solver``: one :func:`solve_graph` per budget, in order, each point reported
+    as it lands (the page draws the curve as it grows)."""
+    points = []
+    for done, budget in enumerate(budgets):
+        report.step(done, len(budgets), format_bytes(budget))
+        outcome = solve_graph(graph, solver, budget, options, time_limit)
+        if outcome.status == FAILED:
+            raise SweepFailed(f"at {format_bytes(budget)}: {outcome.message}")
+        point = curve_point(outcome)
+        report.partial(point)
+        points.append(point)
+    return tuple(points)
+
+
+def lp_bound(graph: ComputeGraph, budget: int, time_limit: float | None) -> float | None:
+    """Checkmate's LP bound at ``budget`` as an overhead over checkpoint-all (None where there is none:
+    the relaxation is infeasible, unproven in time, or refuses the graph)."""
+    bound = lp_lower_bound(graph, budget, time_limit)
+    return bound.overhead if bound.status == LP_AVAILABLE else None
+
+
+def lp_bounds_task(report: Reporter, graph: ComputeGraph, budgets: Sequence[int],
+                   time_limit: float | None) -> tuple[tuple[int, float | None], ...]:
+    """:func:`lp_bound` at each budget, each reported as it lands: ``((budget, overhead or None), ...)``."""
+    bounds = []
+    for done, budget in enumerate(budgets):
+        report.step(done, len(budgets), format_bytes(budget))
+        bounds.append((budget, lp_bound(graph, budget, time_limit)))
+        report.partial(bounds[-1])
+    return tuple(bounds)
+
+
+def share_cores() -> None:
+    """Initialise the execution worker: PyTorch's intra-op threads get half the CPU cores, the rest
+    stay with the app and the solver workers (oversubscribed threads made runs several times slower)."""
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+
+
+def tensor_check_task(report: Reporter, graph: ComputeGraph, rebuild: Callable[[], ComputeGraph],
+                      schedule: Schedule) -> TensorCheck:
+    """:func:`remat_core.run.tensor_check.check_on_tensors` on the model ``rebuild`` traces (once per graph
+    in this process, checked to be ``graph``); a package error fails the job with its message."""
+    from remat_core.run import with_model_of  # PyTorch: only the execution worker loads it
+
+    if graph.content_hash not in _models:
+        _models[graph.content_hash] = with_model_of(graph, rebuild())
+        while len(_models) > KEPT_MODELS:
+            _models.popitem(last=False)
+    _models.move_to_end(graph.content_hash)
+    return check_on_tensors(_models[graph.content_hash], schedule)

@@ -1,0 +1,145 @@
+"""The front door to every solver: :func:`solve` (a schedule or an exception), :func:`solve_outcome` (the
+same solve as one :class:`~remat_core.solvers.outcome.SolveOutcome`) and :func:`sweep`.
+
+Both check the budget and the options, call the registered solver, then simulate what it returned:
+the simulator, never the solver, measures peak and cost. Every function here takes
+``(graph, budget, solver, time_limit, **options)`` in that order.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from typing import Any, Iterable
+
+from ..errors import (BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SearchStopped, SolverOptionError,
+                      first_line)
+from ..graph import ComputeGraph
+from ..schedule import Schedule, checkpoint_all_peak, memory_lower_bound, schedule_stats, simulate
+from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
+from .registry import get_solver
+
+DEFAULT_SOLVER = "auto"
+
+
+def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
+          **options: Any) -> Schedule:
+    """A schedule of ``graph`` whose peak memory is at most ``budget`` bytes.
+
+    Parameters
+    ----------
+    graph : ComputeGraph
+    budget : int
+        Memory budget in bytes, pinned memory included.
+    solver : str
+        A name from the registry (:func:`remat_core.solvers.list_solvers`).
+    time_limit : float, optional
+        Seconds the solver may spend (solvers that search use it; others ignore it).
+    **options
+        The solver's declared options.
+
+    Returns
+    -------
+    Schedule
+        With ``stats`` measured by the simulator (peak, cost, computes, recomputes, overhead,
+        solve_seconds) and ``simulation`` attached.
+
+    Raises
+    ------
+    BudgetError
+        If the budget is not a non-negative whole number of bytes.
+    UnknownSolver, SolverOptionError
+        For a solver or option that does not exist.
+    InfeasibleBudget
+        If no schedule the solver can build fits; below :func:`memory_lower_bound` no solver can.
+        :class:`~remat_core.errors.SearchStopped` (a subclass) when a search reached its time limit
+        before it found one.
+    InvalidSchedule
+        If the solver returned a schedule that breaks a simulator rule or the budget (a solver bug).
+    """
+    spec = get_solver(solver)
+    budget = check_budget(budget)
+    check_time_limit(time_limit)
+    bound_options = spec.bind(options)
+    lower = memory_lower_bound(graph)
+    if budget < lower:
+        raise InfeasibleBudget(budget, checkpoint_all_peak(graph), solver,
+                               f"below the lower bound of {lower:,} bytes that any schedule needs")
+    started = time.perf_counter()
+    schedule = spec.function(graph, budget, time_limit=time_limit, **bound_options)
+    seconds = time.perf_counter() - started
+    try:
+        result = simulate(graph, schedule, budget=budget)
+    except InvalidSchedule as e:
+        raise InvalidSchedule(e.step, e.op, f"solver '{solver}' returned a bad schedule: {e.reason}") from None
+    stats = {**schedule_stats(graph, result), "solve_seconds": seconds}
+    return schedule.with_updates(graph=graph.name, solver=solver, budget=budget, stats=stats, simulation=result)
+
+
+def solve_outcome(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
+                  **options: Any) -> SolveOutcome:
+    """:func:`solve` as one value: a feasible outcome with its schedule, or why there is none.
+
+    An infeasible budget, a search stopped at its time limit, a graph the solver refuses and a
+    solve that fails with a :class:`~remat_core.RematError` (a decomposition a method refused, a
+    solver's declared limit; a bad schedule the simulator caught is a solver bug, marked
+    ``internal``) all become outcomes, so that a table of solves, a store or a
+    worker never loses the others to one of them.
+
+    Raises
+    ------
+    UnknownSolver, SolverOptionError, BudgetError
+        Before anything is solved: a typo is never an outcome.
+    Exception
+        Anything else is a bug of this package and propagates (a worker turns it into a failed
+        outcome marked ``internal``: :func:`remat_core.batch.solve_cell`).
+    """
+    spec = get_solver(solver)
+    check_budget(budget)
+    check_time_limit(time_limit)
+    spec.bind(options)
+    started = time.perf_counter()
+
+    def ended(status: str, **fields: Any) -> SolveOutcome:
+        return SolveOutcome(solver, int(budget), status, seconds=time.perf_counter() - started, **fields)
+
+    try:
+        schedule = solve(graph, budget, solver, time_limit=time_limit, **options)
+    except SearchStopped as e:
+        return ended(STOPPED, smallest_feasible=e.smallest_feasible, detail=e.detail)
+    except InfeasibleBudget as e:
+        return ended(INFEASIBLE, smallest_feasible=e.smallest_feasible, detail=e.detail)
+    except SolverOptionError as e:  # a solver that refuses this graph (too large for its formulation)
+        return ended(REFUSED, detail=str(e))
+    except InvalidSchedule as e:  # the solver's schedule broke a rule: a bug of the solver
+        return ended(FAILED, detail=f"{type(e).__name__}: {first_line(e)}", internal=True)
+    except RematError as e:  # a decomposition a method refused, a solver's declared limit, ...
+        return ended(FAILED, detail=f"{type(e).__name__}: {first_line(e)}")
+    return SolveOutcome(solver, schedule.budget, FEASIBLE, schedule, seconds=schedule.stats["solve_seconds"])
+
+
+def check_budget(budget: Any) -> int:
+    """``budget`` as an int number of bytes; :class:`BudgetError` unless it is a whole number >= 0."""
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not math.isfinite(budget):
+        raise BudgetError(f"budget must be a whole number of bytes, got {budget!r}")
+    if budget < 0 or budget != int(budget):
+        raise BudgetError(f"budget must be a non-negative whole number of bytes, got {budget!r}")
+    return int(budget)
+
+
+def check_time_limit(time_limit: Any) -> None:
+    """:class:`BudgetError` unless ``time_limit`` is None or a positive number of seconds."""
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real)
+                                   or not time_limit > 0):
+        raise BudgetError(f"time_limit must be a positive number of seconds or None, got {time_limit!r}")
+
+
+def sweep(graph: ComputeGraph, budgets: Iterable[int], solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
+          **options: Any) -> list[SolveOutcome]:
+    """:func:`solve_outcome` at each budget, in the order given."""
+    return [solve_outcome(graph, budget, solver, time_limit, **options) for budget in budgets]
+
+
+__all__ = ["DEFAULT_SOLVER", "FAILED", "FEASIBLE", "INFEASIBLE", "REFUSED", "STOPPED", "check_budget",
+           "check_time_limit", "solve", "solve_outcome", "sweep"]
