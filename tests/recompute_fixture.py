@@ -8,6 +8,7 @@ its ``stats`` and ``simulation`` attached exactly as :func:`remat_core.solve` wo
 from __future__ import annotations
 
 from remat_core import Schedule, simulate
+from remat_core.schedule import COMPUTE, FREE
 from remat_core.graph.generators import training_chain
 from remat_core.schedule.schedule import reason
 from remat_core.schedule.simulator import schedule_stats
@@ -37,3 +38,29 @@ def recompute_schedule(graph=None) -> Schedule:
     reasons[2] = reason("evicted to make room", rule="evict", bag=["f1", "f2"])
     reasons[9] = reason("recomputed for b2", rule="recompute", consumer="b2")
     return simulated(graph, RECOMPUTE_OPS, reasons, budget=40)
+
+
+def recompute_on_demand(graph):
+    """Minimal-memory schedule: after each node in topological order free everything, recomputing on demand.
+
+    Every node but the first few is recomputed, many times: the hardest test of recomputation.
+    """
+    resident = {n.id for n in graph.nodes if n.pinned}
+    ops = []
+
+    def materialize(node):
+        if node in resident:
+            return
+        for pred in graph.preds(node):
+            materialize(pred)
+        ops.append((COMPUTE, node))
+        resident.add(node)
+
+    for index in graph.topo_idx:
+        if index not in graph.needed_idx:
+            continue
+        materialize(graph.ids[index])
+        for node in sorted(resident - {n.id for n in graph.nodes if n.pinned}):
+            ops.append((FREE, node))
+            resident.discard(node)
+    return ops

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from recompute_fixture import recompute_on_demand
 import torch
 from tiny_models import small_cnn, tiny_attention
 from torch import nn
@@ -14,34 +15,7 @@ from remat_core.frontends.trace import trace_training_graph
 from remat_core.run.executor import (ExecutionError, execute, gradient_difference, is_executable, reference_gradients,
                                 with_model_of)
 from remat_core.run.tensor_check import check_on_tensors
-from remat_core.schedule.schedule import COMPUTE, FREE
 from remat_core.schedule.simulator import checkpoint_all_ops, memory_lower_bound
-
-
-def recompute_on_demand(graph):
-    """Minimal-memory schedule: after each node in topological order free everything, recomputing on demand.
-
-    Every node but the first few is recomputed, many times: the hardest test of recomputation.
-    """
-    resident = {n.id for n in graph.nodes if n.pinned}
-    ops = []
-
-    def materialize(node):
-        if node in resident:
-            return
-        for pred in graph.preds(node):
-            materialize(pred)
-        ops.append((COMPUTE, node))
-        resident.add(node)
-
-    for index in graph.topo_idx:
-        if index not in graph.needed_idx:
-            continue
-        materialize(graph.ids[index])
-        for node in sorted(resident - {n.id for n in graph.nodes if n.pinned}):
-            ops.append((FREE, node))
-            resident.discard(node)
-    return ops
 
 
 def test_checkpoint_all_gives_eager_autograds_gradients():
@@ -63,8 +37,9 @@ def test_real_memory_equals_simulated_memory_at_every_step(level):
     result = execute(graph, checkpoint_all_ops(graph)[0])
     assert result.memory == result.simulated_memory
     assert result.peak == result.simulated_peak
-    if level == "op":
-        assert result.peak == checkpoint_all_peak(graph)
+    if level == "op":  # the bytes held between ops; the peak adds what each op's kernel holds while it runs
+        during = simulate(graph, checkpoint_all_ops(graph)[0])
+        assert checkpoint_all_peak(graph) == max(m + t for m, t in zip(during.memory, during.transient)) > result.peak
 
 
 @pytest.mark.parametrize("model", [small_cnn, tiny_attention])
@@ -154,12 +129,12 @@ def test_a_recomputing_schedule_checks_out_on_real_tensors(model):
     module, inputs, loss = model()
     graph = trace_training_graph(module, inputs, loss)
     budget = memory_lower_bound(graph) + (checkpoint_all_peak(graph) - memory_lower_bound(graph)) // 3
-    schedule = solve(graph, budget, "dtr")
+    schedule = solve(graph, budget, "lifetime-split")
     assert schedule.stats["recomputes"] > 0
     check = check_on_tensors(graph, schedule)
     assert check.gradients_match and check.max_gradient > 0
     assert check.measured_memory == check.simulated_memory == schedule.simulation.memory and check.memory_gap == 0
-    assert check.measured_peak == check.simulated_peak == schedule.stats["peak"] <= budget
+    assert check.measured_peak == check.simulated_peak <= schedule.stats["peak"] <= budget  # the peak adds kernels' bytes
     assert check.memory_matches_simulator and set(check.summary()) >= {"gradients_match", "measured_peak"}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from .onnx_import import load_onnx
 from .sources import trace_source
+from .stderr import quiet_stderr
 
 _LAZY_IMPORTS = {
     "LEVELS": ".trace",
@@ -35,7 +36,8 @@ _LAZY_IMPORTS = {
 """Names whose modules import PyTorch: loaded on first use."""
 
 __all__ = ["build_model", "coarsen_by_module", "get_spec", "LEVELS", "list_models", "load_onnx", "LossSetup",
-           "MODEL_PREFIX", "param_count", "parse_pt2", "real_placeholder_values", "REGISTRY", "trace_source",
+           "MODEL_PREFIX", "param_count", "parse_pt2", "quiet_stderr", "real_placeholder_values", "REGISTRY",
+           "trace_source",
            "trace_training_graph", "trace_zoo_model"]
 
 

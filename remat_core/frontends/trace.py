@@ -32,6 +32,7 @@ from .losses import LossSetup
 from .tracing.capture import LOSS_MODULE, ModelRunner, capture_joint_graph
 from .tracing.coarsen import coarsen_by_module
 from .tracing.costs import check_cost_model, measure_op_times
+from .tracing.kernel_memory import measure_kernel_memory
 from .tracing.to_graph import FxBinding, joint_to_graph
 
 LEVELS = ("op", "module")
@@ -40,7 +41,7 @@ LEVELS = ("op", "module")
 def trace_training_graph(module: nn.Module, example_inputs: Sequence[torch.Tensor] | torch.Tensor,
                          loss: LossSetup | Callable[..., torch.Tensor] | None = None, level: str = "op", *,
                          cost: str = "flops", name: str | None = None,
-                         measure_repeats: int = DEFAULT_REPEATS) -> ComputeGraph:
+                         measure_repeats: int = DEFAULT_REPEATS, kernel_memory: bool = True) -> ComputeGraph:
     """The training graph of one step of ``module``: forward, loss, backward, parameter gradients.
 
     Parameters
@@ -63,6 +64,10 @@ def trace_training_graph(module: nn.Module, example_inputs: Sequence[torch.Tenso
         Graph name; default: the module's class name.
     measure_repeats : int
         Timed runs per op for ``cost="measured"`` (the median is kept).
+    kernel_memory : bool
+        Measure what each op's kernel allocates beyond its outputs while it runs (every op run once
+        on made-up tensors of the traced shapes, on the model's device: :mod:`remat_core.frontends.
+        tracing.kernel_memory`), the nodes' ``transient`` bytes. False: none (0 on every node).
 
     Returns
     -------
@@ -97,11 +102,11 @@ def trace_training_graph(module: nn.Module, example_inputs: Sequence[torch.Tenso
     4
     """
     source = name or type(module).__name__
-    return _trace_impl(module, example_inputs, loss, level, cost, source, measure_repeats)
+    return _trace_impl(module, example_inputs, loss, level, cost, source, measure_repeats, kernel_memory=kernel_memory)
 
 
 def trace_zoo_model(model: str, batch_size: int | None = None, *, level: str = "op", cost: str = "flops",
-                    measure_repeats: int = DEFAULT_REPEATS, **options: Any) -> ComputeGraph:
+                    measure_repeats: int = DEFAULT_REPEATS, kernel_memory: bool = True, **options: Any) -> ComputeGraph:
     """Build a :mod:`remat_core.frontends.zoo` model and trace its training step.
 
     Parameters
@@ -110,7 +115,7 @@ def trace_zoo_model(model: str, batch_size: int | None = None, *, level: str = "
         A zoo name (:func:`remat_core.frontends.zoo.list_models`).
     batch_size : int, optional
         The model's default when None.
-    level, cost, measure_repeats
+    level, cost, measure_repeats, kernel_memory
         As for :func:`trace_training_graph`.
     **options
         The model's other declared options (``image_size``, ``seq_len``, ``depth``...).
@@ -127,13 +132,14 @@ def trace_zoo_model(model: str, batch_size: int | None = None, *, level: str = "
     built = build_model(model, batch_size, **options)
     settings = ", ".join(f"{k}={v}" for k, v in built.options.items())
     return _trace_impl(built.module, built.example_inputs, built.loss, level, cost, f"{model} ({settings})",
-                       measure_repeats)
+                       measure_repeats, kernel_memory=kernel_memory)
 
 
 def _trace_impl(module: nn.Module, example_inputs: Sequence[torch.Tensor] | torch.Tensor,
                 loss: LossSetup | Callable[..., torch.Tensor] | None, level: str, cost: str, source: str,
-                measure_repeats: int, run: ModelRunner | None = None) -> ComputeGraph:
-    """Validate the settings, capture, build, cost, coarsen (``run``: see :func:`capture_joint_graph`)."""
+                measure_repeats: int, run: ModelRunner | None = None, kernel_memory: bool = True) -> ComputeGraph:
+    """Validate the settings, capture, measure the kernels, build, cost, coarsen (``run``: see
+    :func:`capture_joint_graph`)."""
     if not isinstance(module, nn.Module):
         raise TraceError(source, f"expected a torch.nn.Module, got {type(module).__name__}",
                          hint="wrap a function in an nn.Module whose forward calls it")
@@ -155,7 +161,8 @@ def _trace_impl(module: nn.Module, example_inputs: Sequence[torch.Tensor] | torc
         loss = LossSetup(getattr(loss, "__name__", "loss"), loss)
     joint = capture_joint_graph(module, inputs, loss, source, run)
     measured = measure_op_times(joint, measure_repeats) if cost == "measured" else None
-    graph = joint_to_graph(joint, cost, measured, name=source)
+    kernels = measure_kernel_memory(joint.graph_module) if kernel_memory else None
+    graph = joint_to_graph(joint, cost, measured, name=source, kernels=kernels)
     return coarsen_by_module(graph) if level == "module" else graph
 
 

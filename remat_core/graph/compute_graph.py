@@ -3,7 +3,10 @@
 A :class:`ComputeGraph` node is one operation and the tensor it produces; an edge ``u -> v`` says
 that v reads u's output. Pinned nodes (inputs, parameters, buffers) are resident from start to end,
 are never computed or freed, still count toward memory, and have no predecessors. ``outputs`` are
-the nodes a schedule must compute at least once.
+the nodes a schedule must compute at least once. A node's ``transient`` bytes are what its kernel
+allocates beyond its outputs while it runs (a workspace, temporaries), freed before it returns: they
+count at the step that computes it, and only there. Nodes with the same ``kernel`` are the outputs of
+one call of a multi-output op: the call allocates them all at once (see the simulator).
 
 The graph validates itself once, on construction, and never changes afterwards (setting or
 deleting an attribute raises :class:`AttributeError`), so derived facts (topological order,
@@ -34,7 +37,9 @@ NODE_KINDS = ("input", "param", "buffer", "forward", "loss", "backward", "other"
 GRAPH_FORMAT = "remat-graph"
 GRAPH_FORMAT_VERSION = 1
 
-_OPTIONAL_FIELDS = ("op", "shape", "dtype", "module", "label")
+_OPTIONAL_FIELDS = ("op", "shape", "dtype", "module", "label", "kernel")
+_DEFAULTED_FIELDS = {"transient": 0}
+"""Fields written to JSON only when they differ from their default (older documents read as the default)."""
 
 MAX_NODE_BYTES = 2**50
 """The most bytes one node may hold (1 PiB): no accelerator or host holds a tensor near this size, so a
@@ -67,6 +72,13 @@ class Node:
     op, shape, dtype, module, label : optional
         The operator (``aten.mm``), output shape, dtype, the ``nn.Module`` path it came from, and a
         short display label.
+    transient : int
+        Bytes the op allocates beyond its outputs while it runs (its kernel's workspace and
+        temporaries), freed before it returns: counted at the step that computes the node. 0 when
+        unknown or none (graphs from files, ops that allocate only their output).
+    kernel : str, optional
+        For an output of a multi-output op (BatchNorm's output and statistics, a convolution's three
+        gradients): a name shared by the op's other outputs. One call of the op allocates them all.
     """
 
     id: str
@@ -79,6 +91,8 @@ class Node:
     dtype: str | None = None
     module: str | None = None
     label: str | None = None
+    transient: int = 0
+    kernel: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The node as a ``remat-graph`` node object (optional fields only when set)."""
@@ -88,6 +102,9 @@ class Node:
             value = getattr(self, name)
             if value is not None:
                 out[name] = _shape_to_json(value) if name == "shape" else value
+        for name, default in _DEFAULTED_FIELDS.items():
+            if getattr(self, name) != default:
+                out[name] = getattr(self, name)
         return out
 
     @property
@@ -127,13 +144,14 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_mem(node_id: str, value: Any) -> int:
+def _check_mem(node_id: str, value: Any, field: str = "mem") -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0 \
             or value != int(value):
-        raise GraphError(f"node '{node_id}': mem must be a non-negative integer number of bytes, got {_short(value)}")
+        raise GraphError(f"node '{node_id}': {field} must be a non-negative integer number of bytes, got "
+                         f"{_short(value)}")
     if value > MAX_NODE_BYTES:
-        raise GraphError(f"node '{node_id}': mem {_short(value)} bytes is more than the {MAX_NODE_BYTES} (1 PiB) one "
-                         f"tensor may hold; no real tensor is that large: is the size in bytes?")
+        raise GraphError(f"node '{node_id}': {field} {_short(value)} bytes is more than the {MAX_NODE_BYTES} (1 PiB) "
+                         f"one op may hold; no real tensor is that large: is the size in bytes?")
     return int(value)
 
 
@@ -150,12 +168,16 @@ def _checked_node(node: Node) -> Node:
     if not isinstance(node.id, str) or not node.id:
         raise GraphError(f"node id must be a non-empty string, got {node.id!r}")
     mem = _check_mem(node.id, node.mem)
+    transient = _check_mem(node.id, node.transient, "transient")
     cost = _check_cost(node.id, node.cost)
     if node.kind not in NODE_KINDS:
         raise GraphError(f"node '{node.id}': unknown kind {node.kind!r}; expected one of {', '.join(NODE_KINDS)}")
     if not isinstance(node.pinned, bool):
         raise GraphError(f"node '{node.id}': pinned must be true or false, got {node.pinned!r}")
-    return replace(node, mem=mem, cost=cost, shape=_check_shape(node.id, node.shape))
+    if transient and node.pinned:
+        raise GraphError(f"node '{node.id}': a pinned node is never computed, so it has no transient bytes "
+                         f"(got {transient})")
+    return replace(node, mem=mem, cost=cost, transient=transient, shape=_check_shape(node.id, node.shape))
 
 
 class ComputeGraph:
@@ -232,6 +254,17 @@ class ComputeGraph:
         self.pred_idx: tuple[tuple[int, ...], ...] = tuple(tuple(p) for p in preds)
         self.succ_idx: tuple[tuple[int, ...], ...] = tuple(tuple(s) for s in succs)
         self.mem: tuple[int, ...] = tuple(n.mem for n in node_list)
+        self.transient: tuple[int, ...] = tuple(n.transient for n in node_list)
+        calls: dict[str, list[int]] = {}
+        for i, node in enumerate(node_list):
+            if node.kernel is not None:
+                calls.setdefault(node.kernel, []).append(i)
+        siblings: list[tuple[int, ...]] = [()] * len(node_list)
+        for members in calls.values():
+            for i in members:
+                siblings[i] = tuple(j for j in members if j != i)
+        self.siblings: tuple[tuple[int, ...], ...] = tuple(siblings)
+        """Per node, the other outputs of its kernel call (nodes with the same ``kernel``)."""
         self.cost: tuple[float, ...] = tuple(n.cost for n in node_list)
         self.pinned: tuple[bool, ...] = tuple(n.pinned for n in node_list)
         self._topo = self._topological_indices()
@@ -448,7 +481,7 @@ class ComputeGraph:
 
 
 def _check_total_bytes(name: str, nodes: list[Node]) -> None:
-    total = sum(n.mem for n in nodes)
+    total = sum(n.mem + n.transient for n in nodes)
     if total > MAX_GRAPH_BYTES:
         largest = sorted(nodes, key=lambda n: -n.mem)[:3]
         raise GraphError(f"graph '{name}': its nodes hold {total} bytes together, more than the {MAX_GRAPH_BYTES} "
@@ -471,9 +504,10 @@ def _node_from_json(position: int, raw: Any) -> Node:
     for key in ("mem", "cost"):
         if key not in raw:
             raise GraphError(f"node '{node_id}': missing \"{key}\"")
-    for key in ("op", "dtype", "module", "label"):
+    for key in ("op", "dtype", "module", "label", "kernel"):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             raise GraphError(f"node '{node_id}': \"{key}\" must be a string, got {raw[key]!r}")
     return Node(id=node_id, mem=raw["mem"], cost=raw["cost"], kind=raw.get("kind", "other"),
                 pinned=raw.get("pinned", False), op=raw.get("op"), shape=raw.get("shape"),
-                dtype=raw.get("dtype"), module=raw.get("module"), label=raw.get("label"))
+                dtype=raw.get("dtype"), module=raw.get("module"), label=raw.get("label"),
+                transient=raw.get("transient", 0), kernel=raw.get("kernel"))

@@ -14,8 +14,9 @@ Semantics
   executor evaluates a view when a reader needs it, from its resident base, and keeps it while
   the base is resident.
 - A multi-output op is one graph node per output; computing one output runs the op and keeps only
-  that output (the last multi-output result is reused while it is still valid, so consecutive
-  outputs of one op run it once).
+  that output (the op's result is reused by the computations of its other outputs right after it,
+  so consecutive outputs of one op run it once; any other op drops it, so that no output the
+  schedule has not computed stays held: the simulator counts a call the same way).
 - Random ops (dropout) are seeded per FX node, so a recomputation draws the same mask as the
   first computation, as PyTorch's activation checkpointing preserves RNG state. The caller's RNG
   state is restored afterwards.
@@ -26,6 +27,7 @@ Semantics
 
 from __future__ import annotations
 
+import operator
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -85,8 +87,8 @@ class ExecutionResult:
         return max(self.simulated_memory, default=0)
 
 
-def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0, measure_memory: bool = True,
-            gradients_into: Mapping[str, torch.Tensor] | None = None) -> ExecutionResult:
+def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0,
+            measure_memory: bool = True) -> ExecutionResult:
     """Run ``schedule`` on the real model behind ``graph``.
 
     Parameters
@@ -99,11 +101,6 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
         Base seed of the per-op RNG streams of random ops.
     measure_memory : bool
         Record the bytes held after each op.
-    gradients_into : mapping of str to torch.Tensor, optional
-        A tensor per parameter name, allocated by the caller: each gradient is copied there as
-        soon as it is computed (and then freed like any other tensor), so that holding the
-        gradients adds nothing to the memory of the run. ``ExecutionResult.gradients`` is this
-        mapping then.
 
     Raises
     ------
@@ -116,7 +113,7 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
     simulate(graph, ops)
     op_graph, op_ops, ends = to_op_level(graph, ops)
     simulated = simulate(op_graph, op_ops)
-    runner = _Runner(op_graph, seed, gradients_into)
+    runner = _Runner(op_graph, seed)
     started = time.perf_counter()
     memory = []
     held_before = runner.resident_bytes()
@@ -240,7 +237,7 @@ def _group_ops(op_graph: ComputeGraph, order: list[int], leaving: set[str]) -> l
 class _Runner:
     """The live state of one execution: values of resident FX nodes, keyed by the graph node owning them."""
 
-    def __init__(self, graph: ComputeGraph, seed: int, gradients_into: Mapping[str, torch.Tensor] | None):
+    def __init__(self, graph: ComputeGraph, seed: int):
         if not is_executable(graph):
             raise ExecutionError(f"graph {graph.name!r} was not traced from a PyTorch model here, so there are no "
                                  f"real tensors to run it on; trace it with remat_core.frontends.trace (a graph read from a "
@@ -264,7 +261,6 @@ class _Runner:
         self.last_tuple: tuple[str, Any] | None = None
         self.computed: set[str] = set()
         self.loss: float | None = None
-        self.gradients_into = gradients_into
         self.grad_values: dict[str, torch.Tensor] = {}
         self.grads_of_owner = self._gradient_outputs()
         self.fetch_attr = fx.Interpreter(binding.graph_module).fetch_attr
@@ -284,14 +280,17 @@ class _Runner:
 
     def compute(self, node_id: str, step: int) -> None:
         accumulated = self.binding.accumulations.get(node_id)
-        if accumulated is not None:
+        if node_id not in self.binding.producer and accumulated is None:  # the end of the step: it reads, computes nothing
+            value, key = None, f"{node_id}:end"
+        elif accumulated is not None:  # added into the first gradient in place, as AccumulateGrad does
             values = [self._value(self.fx_nodes[name], node_id) for name in accumulated]
             value, key = values[0], f"{node_id}:sum"
             for other in values[1:]:
-                value = value + other
+                value.add_(other)
         else:
             key = self.binding.producer[node_id]
             node = self.fx_nodes[key]
+            self._forget_other_tuples(node)
             value = self.placeholder_values[key] if node.op == "placeholder" else self._evaluate(node, node_id)
         self.held_by[node_id] = []
         self._hold(node_id, key, value)
@@ -301,10 +300,14 @@ class _Runner:
                 self.loss = float(value)
             for name, fx_node in self.grads_of_owner.get(node_id, ()):
                 gradient = value if fx_node is None else self._value(fx_node, node_id)
-                if self.gradients_into is None:
-                    self.grad_values[name] = gradient
-                elif name in self.gradients_into:  # a tied parameter's second name has no tensor of its own
-                    self.gradients_into[name].copy_(gradient)
+                self.grad_values[name] = gradient
+
+    def _forget_other_tuples(self, node: fx.Node) -> None:
+        """Drop the kept result of a multi-output op unless ``node`` is one of its outputs: kept longer, it would hold
+        outputs the schedule has not computed (yet, or at all), which the simulator does not count."""
+        base = node.args[0].name if node.target is operator.getitem else None
+        if self.last_tuple is not None and self.last_tuple[0] != base:
+            self.last_tuple = None
 
     def _gradient_outputs(self) -> dict[str, list[tuple[str, fx.Node | None]]]:
         """Graph node -> (parameter name, FX value of its gradient) for the gradients it holds.
@@ -323,6 +326,7 @@ class _Runner:
         return owners
 
     def free(self, node_id: str) -> None:
+        self.last_tuple = None  # a call's other outputs are taken only by computations right after it (as simulated)
         for key in self.held_by.pop(node_id):
             value = self.env.pop(key)
             if isinstance(value, torch.Tensor):
@@ -393,7 +397,7 @@ class _Runner:
         return self.held_bytes
 
     def gradients(self) -> dict[str, torch.Tensor]:
-        return dict(self.grad_values if self.gradients_into is None else self.gradients_into)
+        return dict(self.grad_values)
 
     def loss_value(self) -> float:
         return self.loss

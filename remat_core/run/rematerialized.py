@@ -33,6 +33,7 @@ from .compiled import check_compiler, compile_failure, compiled_step, partitione
 from .executor import ExecutionError
 from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
 from .report import Uncontrolled
+from .sac_route import sac_aware_schedule
 
 NOTICEABLE = 0.05
 """Tensors the plan frees that the caller keeps are worth a warning above this share of the planned peak."""
@@ -104,9 +105,21 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
     tags = _OutputTags(loss)
     graph = trace_training_graph(module, inputs, LossSetup(tags.name, tags, tags.targets),
                                  name=type(module).__name__)
-    schedule = solve(graph, parse_budget(budget, checkpoint_all_peak(graph)) if isinstance(budget, str) else budget,
-                     solver)
-    return RematerializedModule(module, graph, schedule, tags, via)
+    asked = parse_budget(budget, checkpoint_all_peak(graph)) if isinstance(budget, str) else budget
+    if via == "sac":  # the plan SAC can keep: what its regions really hold fits the budget
+        schedule, promised = sac_aware_schedule(graph, asked, lambda b: solve(graph, b, solver), _returns(graph))
+    else:
+        schedule = solve(graph, asked, solver)
+        promised = schedule.stats["peak"]
+    return RematerializedModule(module, graph, schedule, tags, via, promised)
+
+
+def _returns(graph: ComputeGraph) -> list[str]:
+    """The FX values the drop-in module's forward hands back: the model's tagged outputs, then the buffer updates."""
+    binding = graph.attachments["fx_binding"]
+    outputs = {node.meta["custom"][OUTPUT_TAG]: node.args[0].name
+               for node in binding.graph_module.graph.nodes if OUTPUT_TAG in (node.meta.get("custom") or {})}
+    return [*(outputs[i] for i in range(len(outputs))), *binding.buffer_updates.values()]
 
 
 class RematerializedModule(nn.Module):
@@ -119,30 +132,34 @@ class RematerializedModule(nn.Module):
     graph : ComputeGraph
         The traced training step.
     schedule : Schedule
-        The plan, as solved and simulated (``schedule.stats["peak"]``: the promised peak, weights included).
+        The plan, as solved and simulated.
+    promised_peak : int
+        The peak the step keeps, weights included: for ``sac`` the simulated peak of what SAC does with
+        the plan (its regions recompute in one run: :mod:`remat_core.run.sac_route`), at most the budget;
+        for ``compile`` the plan's.
     program : ForwardProgram
         The forward ops and their checkpoint regions.
     via : str
         ``sac`` or ``compile``.
     """
 
-    def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags", via: str):
+    def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags", via: str,
+                 promised_peak: int):
         super().__init__()
         self.module = module
         self.graph = graph
         self.schedule = schedule
         self.via = via
+        self.promised_peak = promised_peak
         self._compiled: Callable[..., tuple] | None = None
         binding = graph.attachments["fx_binding"]
         self._joint = graph.attachments["joint"]
         self._buffer_updates = dict(binding.buffer_updates)
-        outputs = {node.meta["custom"][OUTPUT_TAG]: node.args[0].name
-                   for node in binding.graph_module.graph.nodes if OUTPUT_TAG in (node.meta.get("custom") or {})}
-        self._outputs = [outputs[i] for i in range(len(outputs))]
+        returns = _returns(graph)
+        self._outputs = returns[:len(returns) - len(self._buffer_updates)]
         self._spec, self._constants = tags.spec, tags.constants
         self._decisions = plan_decisions(graph, schedule.ops)
-        self.program: ForwardProgram = forward_program(self._decisions,
-                                                       [*self._outputs, *self._buffer_updates.values()])
+        self.program: ForwardProgram = forward_program(self._decisions, returns)
         self._placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self._traced_training = module.training
         self._shapes = [(tuple(t.shape), t.dtype, t.device) for t in self._joint.inputs[:self._joint.num_model_inputs]]
@@ -183,7 +200,7 @@ class RematerializedModule(nn.Module):
     def _warn_about(self, uncontrolled: Sequence[Uncontrolled], stacklevel: int) -> None:
         """A warning when what the plan frees but the step keeps is more than a trifle of the planned peak."""
         extra = sum(u.bytes for u in uncontrolled)
-        planned = self.schedule.stats["peak"] - self.graph.pinned_bytes
+        planned = self.promised_peak - self.graph.pinned_bytes
         if extra > NOTICEABLE * planned:
             warnings.warn(f"rematerialize: {len(uncontrolled)} tensor(s) the plan frees stay alive "
                           f"({format_bytes(extra)} more than the planned {format_bytes(planned)}): "

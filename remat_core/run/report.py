@@ -43,11 +43,8 @@ class StepReport:
     reference : str
         What the gradients were compared with.
     measured_peak, simulated_peak, eager_peak : int
-        Bytes above the weights and inputs: this step's, the schedule's as simulated, the eager step's.
-    peak_without_gradients : int or None
-        This step's peak leaving out the parameter gradients' buffers (None on a GPU): where a route
-        holds every gradient at once (a compiled backward returns them together), what its
-        activations alone took.
+        Bytes above the weights and inputs: this step's, the schedule's as simulated (for ``sac``, of
+        what SAC does with it: its regions recompute in one run), the eager step's.
     step_seconds, eager_step_seconds : float
     peak_measure : str
         What measured the peaks.
@@ -69,7 +66,6 @@ class StepReport:
     measured_peak: int
     simulated_peak: int
     eager_peak: int
-    peak_without_gradients: int | None
     step_seconds: float
     eager_step_seconds: float
     peak_measure: str

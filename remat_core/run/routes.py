@@ -3,16 +3,19 @@
 - ``plan``: the schedule replayed op by op (:func:`remat_core.run.executor.execute`), every compute
   and free as the simulator ran them;
 - ``sac``: the traced step's forward run by autograd with the plan installed as selective
-  activation checkpointing (:mod:`remat_core.run.forward`);
+  activation checkpointing (:mod:`remat_core.run.forward`); its simulated peak is the one of what
+  SAC really does with the plan (:mod:`remat_core.run.sac_route`: regions recompute in one run);
 - ``compile``: that forward through ``torch.compile``, the plan answering Inductor's partitioner
   (:mod:`remat_core.run.compiled`).
 
-The eager step is the traced forward run by autograd with nothing recomputed: the model's own
-ATen ops on its real weights. Every route's gradients are compared with it; random ops draw from
-per-op seeded streams in ``plan``, ``sac`` and eager alike, so dropout masks agree (a compiled
-step draws its own, so with random ops its gradients are not compared). Peaks are bytes above the
-weights and inputs (:mod:`remat_core.run.measure`); the simulated peak is the schedule's, minus
-the pinned bytes.
+The eager step is the real model's own step, as a training loop runs it (``out = model(x)``, the loss,
+``loss.backward()``): its peak is the reference every simulated peak is held to. Every route's
+gradients are compared with it; with random ops (dropout) they are compared with the traced step run
+eagerly instead, whose random ops draw from the same per-op seeded streams as ``plan`` and ``sac``, so
+the masks agree (a compiled step draws its own: with random ops its gradients are not compared).
+Peaks are bytes above the weights and inputs, by the one meter (:mod:`remat_core.run.measure`: the
+tensors, the kernels' temporaries, the held outputs and gradients); the simulated peak is the
+schedule's, minus the pinned bytes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .decisions import PlanDecisions, plan_decisions
 from .executor import ExecutionError, execute, is_executable
 from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
 from .measure import MeasuredStep, measure_step
+from .sac_route import sac_route_ops
 from .report import PEAK_TOLERANCE, VIAS, StepReport, Uncontrolled
 from .tensor_check import GRADIENT_TOLERANCE
 
@@ -73,15 +77,21 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     decisions = plan_decisions(graph, schedule.ops)
     step = _TracedStep(decisions, seed)
     weights = tuple(p._version for p in step.model.parameters())  # an optimizer step changes them in place
-    eager = decisions.graph.memo(f"eager step, seed {seed}, weights {weights}, {timing_runs} timing runs",
-                                 lambda: measure_step(step.runner(plan=False), step.model, step.device, timing_runs))
+    eager = decisions.graph.memo(f"eager step, weights {weights}, {timing_runs} timing runs",
+                                 lambda: measure_step(step.eager, step.model, step.device, timing_runs, warm_up=True))
+    reference = eager.gradients
+    if step.has_random_ops:
+        reference = decisions.graph.memo(f"traced step's gradients, seed {seed}, weights {weights}",
+                                         lambda: measure_step(step.runner(plan=False), step.model, step.device
+                                                              ).gradients)
     details: dict[str, Any] = {}
     uncontrolled: tuple[Uncontrolled, ...] = ()
     if via == "plan":
         replays = []
 
-        def replay(gradients: Mapping[str, torch.Tensor]) -> None:
-            replays.append(execute(graph, schedule, seed=seed, gradients_into=gradients))
+        def replay() -> Mapping[str, torch.Tensor]:
+            replays.append(execute(graph, schedule, seed=seed))
+            return replays[-1].gradients
         measured = measure_step(replay, step.model, step.device, timing_runs)
         held = replays[0]
         details = {"held_peak": held.peak - graph.pinned_bytes,
@@ -89,25 +99,26 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     elif via == "sac":
         measured = measure_step(step.runner(plan=True), step.model, step.device, timing_runs)
         uncontrolled = step.program.uncontrolled
+        route = simulate(decisions.graph, sac_route_ops(decisions, step.program))
         details = {"regions": len(step.program.regions), "checkpointed_regions": step.program.checkpointed_regions,
-                   "plan_recompute_bursts": decisions.bursts}
+                   "plan_recompute_bursts": decisions.bursts, "plan_simulated_peak": simulated.peak - graph.pinned_bytes}
+        simulated = route
     else:
         measured, knapsack = _compiled(step, timing_runs)
         uncontrolled = tuple(knapsack.uncontrolled)
         details = {"knapsack_calls": knapsack.calls, "knapsack_saved": knapsack.saved,
                    "knapsack_recomputed": knapsack.recomputed}
     comparable = not (via == "compile" and step.has_random_ops)
-    difference = _max_difference(measured.gradients, eager.gradients) if comparable else None
-    scale = max((float(g.abs().max()) for g in eager.gradients.values() if g.numel()), default=0.0)
+    difference = _max_difference(measured.gradients, reference) if comparable else None
+    scale = max((float(g.abs().max()) for g in reference.values() if g.numel()), default=0.0)
     simulated_peak = simulated.peak - graph.pinned_bytes
     notes = _notes(via, measured, simulated_peak, step, decisions, comparable)
     return StepReport(
         via=via, gradients_equal=None if difference is None else difference <= tolerance * max(scale, 1e-12),
         max_grad_diff=difference, max_gradient=scale, tolerance=tolerance,
         reference=("none: the compiled step draws its own dropout masks" if not comparable else
-                   "the eager step (the same dropout masks)" if step.has_random_ops else "the eager step"),
+                   "the traced step run eagerly (the same dropout masks)" if step.has_random_ops else "the eager step"),
         measured_peak=measured.peak, simulated_peak=simulated_peak, eager_peak=eager.peak,
-        peak_without_gradients=measured.peak_without_gradients,
         step_seconds=measured.seconds, eager_step_seconds=eager.seconds, peak_measure=measured.how,
         device=str(step.device), uncontrolled=uncontrolled, notes=notes, details=details)
 
@@ -121,9 +132,13 @@ class _TracedStep:
         self.decisions = decisions
         self.model = joint.model
         self.seed = seed
+        self.joint = joint
         self.buffer_updates = dict(binding.buffer_updates)
         self.loss = binding.producer[binding.loss]
-        self.program: ForwardProgram = forward_program(decisions, [self.loss, *self.buffer_updates.values()])
+        end = next(o for o in graph.outputs if graph.node(o).kind == "other")  # the end of the step holds these
+        self.outputs = [binding.producer[n] for n in graph.preds(end) if graph.node(n).kind == "forward"]
+        self.program: ForwardProgram = forward_program(decisions, [self.loss, *self.outputs,
+                                                                   *self.buffer_updates.values()])
         placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self.values = dict(zip(placeholders, real_placeholder_values(joint, "train the model",
                                                                      "trace the model with real weights")))
@@ -132,15 +147,20 @@ class _TracedStep:
         self.has_random_ops = any(torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
                                   for n in self.program.nodes)
 
-    def runner(self, plan: bool) -> Callable[[Mapping[str, torch.Tensor]], None]:
-        def run(gradients: Mapping[str, torch.Tensor]) -> None:
+    def eager(self) -> None:
+        """The real model's step (its outputs and loss held through the backward, as a training loop holds them)."""
+        self.joint.eager_step()
+
+    def runner(self, plan: bool) -> Callable[[], None]:
+        def run() -> None:
             with _forked_rng(self.device):
                 returned = run_forward(self.program, self.values, seed=self.seed, plan=plan)
             self.finish(returned)
         return run
 
     def finish(self, returned: Mapping[str, Any]) -> None:
-        """Write the buffer updates back (as eager BatchNorm does in place), then run the backward."""
+        """Write the buffer updates back (as eager BatchNorm does in place), then run the backward; the outputs
+        and the loss stay held until it ends, as the caller of a training step holds them."""
         write_buffer_updates(self.model, self.buffer_updates, returned)
         returned[self.loss].backward()
 
@@ -154,7 +174,7 @@ def _compiled(step: _TracedStep, timing_runs: int) -> tuple[MeasuredStep, Any]:
     function, knapsack = compiled_step(step.program, step.decisions)
     arguments = [step.values[name] for name in step.program.placeholders]
 
-    def run(gradients: Mapping[str, torch.Tensor]) -> None:
+    def run() -> None:
         step.finish(dict(zip(step.program.returns, function(*arguments))))
 
     try:
@@ -181,23 +201,16 @@ def _notes(via: str, measured: MeasuredStep, simulated_peak: int, step: _TracedS
     if via in ("plan", "sac") and simulated_peak > 0:
         gap = measured.peak / simulated_peak - 1
         if abs(gap) > PEAK_TOLERANCE:
-            why = {"plan": "the replay holds exactly the simulated tensors, so the difference is what kernels "
-                           "allocate inside one op (workspaces, temporaries) and multi-output ops holding all "
-                           "their outputs until the next op",
-                   "sac": f"a checkpoint region recomputes in one run when the backward first reaches it: the plan "
-                          f"recomputes in {decisions.bursts} bursts, the step has "
-                          f"{step.program.checkpointed_regions} checkpointed regions, and autograd's backward "
-                          f"allocates its own temporaries"}[via]
+            why = {"plan": "the replay holds exactly the simulated tensors and each op's measured kernel memory, "
+                           "so the difference is a kernel that allocated otherwise than when it was measured",
+                   "sac": "the simulated peak is of what SAC does with the plan (its regions recompute in one run), "
+                          "so the difference is autograd's own bookkeeping or a kernel that allocated otherwise "
+                          "than when it was measured"}[via]
             notes.append(f"measured peak {measured.peak:,} B is {gap:+.0%} from the simulated {simulated_peak:,} B: "
                          f"{why}")
     if via == "compile" and measured.peak > simulated_peak:
-        gradient_bytes = sum(p.numel() * p.element_size() for p in step.model.parameters() if p.requires_grad)
-        without = "" if measured.peak_without_gradients is None else \
-            f" (without them the peak is {measured.peak_without_gradients:,} B)"
-        notes.append(f"the compiled backward is one function that returns every parameter gradient at its end "
-                     f"({gradient_bytes:,} B of gradients alive together there{without}), where the plan hands "
-                     f"each over as it is produced; and torch recomputes each dropped tensor once, where the plan "
-                     f"may recompute in stages")
+        notes.append("the compiled backward is one function: torch recomputes each dropped tensor once, where the "
+                     "plan may recompute in stages, and Inductor's kernels allocate as they are generated")
     if not comparable:
         notes.append("gradients not compared: the compiled step draws its own dropout masks")
     return tuple(notes)

@@ -44,10 +44,13 @@ class TensorCheck:
     simulated_memory : tuple of int
         The simulator's memory after each op of the schedule.
     measured_peak : int
-        Largest real memory after any executed op; for a module-level schedule the ops inside
-        each group count too, so it can exceed ``max(measured_memory)``.
+        Largest real memory held after any executed op (between ops: the storages of live tensors);
+        for a module-level schedule the ops inside each group count too, so it can exceed
+        ``max(measured_memory)``.
     simulated_peak : int
-        The schedule's simulated peak (what the solver was held to).
+        The simulator's largest memory after an op, the same count. What an op's kernel holds while it
+        runs (the nodes' transient bytes) comes on top of both: the schedule's peak counts it, and
+        ``execute --via plan`` measures it with the profiler.
     memory_matches_simulator : bool
         Whether the real bytes equal the simulator's after every executed op (at op level).
     computes : int
@@ -122,6 +125,6 @@ def check_on_tensors(graph: ComputeGraph, schedule: Schedule, *, tolerance: floa
     return TensorCheck(gradients_match=difference <= tolerance * max(scale, 1e-12), max_gradient_difference=difference,
                        max_gradient=scale, tolerance=tolerance, loss=result.loss,
                        measured_memory=result.schedule_memory, simulated_memory=tuple(simulated.memory),
-                       measured_peak=result.peak, simulated_peak=simulated.peak,
+                       measured_peak=result.peak, simulated_peak=max(result.simulated_memory, default=0),
                        memory_matches_simulator=result.memory == result.simulated_memory,
                        computes=result.computes, seconds=result.seconds)

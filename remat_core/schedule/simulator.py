@@ -4,7 +4,12 @@ Memory model
 ------------
 - Start: the resident set is the pinned nodes; memory is their total ``mem``; peak is that.
 - ``compute v``: v is not pinned, not resident, and every predecessor of v is resident. Memory
-  grows by ``mem(v)``, the peak is updated, and ``cost(v)`` is added to the total cost.
+  grows by ``mem(v)``; while v's op runs its kernel also holds ``transient(v)`` bytes (workspace,
+  temporaries) and, for an output of a multi-output op, the op's other outputs that are not resident
+  (one call allocates them all; those the schedule does not keep are dropped when it returns), so
+  the peak is updated with all of that; ``cost(v)`` is added to the total cost. An output computed
+  right after a sibling of the same call (the op before it computed one) comes from that call:
+  nothing runs again, and nothing more is held.
 - ``free v``: v is resident and not pinned. Memory shrinks by ``mem(v)``.
 - At the end every output has been computed at least once (it may have been freed since).
 
@@ -40,7 +45,8 @@ class SimulationResult:
     Attributes
     ----------
     peak : int
-        The largest memory reached, in bytes (at least the pinned bytes).
+        The largest memory reached, in bytes (at least the pinned bytes), an op's transient bytes
+        included while it runs.
     peak_step : int
         The op at which the peak was first reached (-1: before any op, only pinned memory).
     cost : float
@@ -49,6 +55,10 @@ class SimulationResult:
         Pinned bytes: memory before the first op.
     memory : tuple of int
         Memory after each op: the timeline the app animates.
+    transient : tuple of int
+        Bytes each op's kernel held beyond its memory after it while it ran (its workspace and the
+        op's other outputs the schedule does not hold; 0 for frees and ops without any): the memory
+        *during* op ``i`` is ``memory[i] + transient[i]``. Empty when no op held any.
     compute_counts : mapping of str to int
         How many times each computed node was computed.
     ops : tuple of (str, str)
@@ -62,6 +72,7 @@ class SimulationResult:
     memory: tuple[int, ...]
     compute_counts: Mapping[str, int]
     ops: tuple[Op, ...]
+    transient: tuple[int, ...] = ()
 
     @property
     def computes(self) -> int:
@@ -137,11 +148,12 @@ def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int
         if i is None:
             raise InvalidSchedule(step, (action, node), f"unknown node {node!r}: the graph has no node with that id")
         indexed.append((action, i))
-    peak, peak_step, cost, timeline, counts = _simulate_core(graph, indexed, budget)
+    peak, peak_step, cost, timeline, counts, held = _simulate_core(graph, indexed, budget)
     ids = graph.ids
     compute_counts = {ids[i]: c for i, c in enumerate(counts) if c}
     return SimulationResult(peak=peak, peak_step=peak_step, cost=cost, start_memory=graph.pinned_bytes,
-                            memory=tuple(timeline), compute_counts=compute_counts, ops=ops)
+                            memory=tuple(timeline), compute_counts=compute_counts, ops=ops,
+                            transient=tuple(held) if any(held) else ())
 
 
 def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: int | None = None) -> tuple[int, float]:
@@ -152,14 +164,17 @@ def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget:
     InvalidSchedule
         As :func:`simulate` does (the op is reported with the node's id).
     """
-    peak, _, cost, _, _ = _simulate_core(graph, ops, budget)
+    peak, _, cost, _, _, _ = _simulate_core(graph, ops, budget)
     return peak, cost
 
 
 def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
-                   budget: int | None) -> tuple[int, int, float, list[int], list[int]]:
-    """The one simulator's loop over index ops: peak, its step, cost, memory after each op, computes per node."""
+                   budget: int | None) -> tuple[int, int, float, list[int], list[int], list[int]]:
+    """The one simulator's loop over index ops: peak, its step, cost, memory after each op, computes per node,
+    and what each op's kernel held beyond the memory after it."""
     mem = graph.mem
+    transient = graph.transient
+    siblings = graph.siblings
     cost = graph.cost
     pinned = graph.pinned
     preds = graph.pred_idx
@@ -170,6 +185,8 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
     peak, peak_step = memory, -1
     total_cost = 0.0
     timeline = [0] * len(ops)
+    held = [0] * len(ops)
+    previous = -1  # the node the op before computed (-1 after a free)
     for step, (action, i) in enumerate(ops):
         if action == COMPUTE:
             if pinned[i]:
@@ -187,11 +204,19 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
             memory += mem[i]
             total_cost += cost[i]
             counts[i] += 1
-            if memory > peak:
-                peak, peak_step = memory, step
-            if budget is not None and memory > budget:
-                raise InvalidSchedule(step, (action, ids[i]), f"memory {memory:,} bytes exceeds the budget of "
-                                                              f"{budget:,} bytes")
+            if previous >= 0 and previous in siblings[i]:  # taken from the call that computed its sibling
+                extra = 0
+            else:
+                extra = transient[i] + sum(mem[j] for j in siblings[i] if not resident[j])
+            held[step] = extra
+            during = memory + extra
+            previous = i
+            if during > peak:
+                peak, peak_step = during, step
+            if budget is not None and during > budget:
+                inside = f" ({extra:,} of them held by the kernel while it runs)" if extra else ""
+                raise InvalidSchedule(step, (action, ids[i]), f"memory {during:,} bytes{inside} exceeds the budget "
+                                                              f"of {budget:,} bytes")
         elif action == FREE:
             if pinned[i]:
                 raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is pinned: pinned nodes are never freed")
@@ -199,6 +224,7 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
                 raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is not resident, so it cannot be freed")
             resident[i] = 0
             memory -= mem[i]
+            previous = -1
         else:
             raise InvalidSchedule(step, (action, ids[i]), f"unknown action {action!r}; expected \"{COMPUTE}\" or "
                                                           f"\"{FREE}\"")
@@ -207,7 +233,7 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
     if never:
         names = ", ".join(f"'{n}'" for n in never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
         raise InvalidSchedule(len(ops), None, f"output(s) never computed: {names}")
-    return peak, peak_step, total_cost, timeline, counts
+    return peak, peak_step, total_cost, timeline, counts, held
 
 
 def checkpoint_all_ops(graph: ComputeGraph, explain: bool = True):
@@ -229,15 +255,17 @@ def checkpoint_all_cost(graph: ComputeGraph) -> float:
 def memory_lower_bound(graph: ComputeGraph) -> int:
     """A lower bound on the peak of any valid schedule, in bytes.
 
-    Computing a node needs the pinned nodes, the node itself and its non-pinned predecessors all
-    resident at once; the bound is the largest such sum over every node that must be computed (the
-    outputs and their ancestors).
+    Computing a node needs the pinned nodes, the node itself, its kernel's transient bytes and its
+    non-pinned predecessors all resident at once (and a multi-output op's first call all its
+    outputs); the bound is the largest such sum over every node that must be computed (the outputs
+    and their ancestors).
     """
     def compute() -> int:
-        pinned, mem = graph.pinned, graph.mem
+        pinned, mem, transient, siblings = graph.pinned, graph.mem, graph.transient, graph.siblings
         best = 0
         for i in graph.needed_idx:
-            best = max(best, mem[i] + sum(mem[j] for j in graph.pred_idx[i] if not pinned[j]))
+            best = max(best, mem[i] + transient[i] + sum(mem[j] for j in siblings[i])
+                       + sum(mem[j] for j in graph.pred_idx[i] if not pinned[j]))
         return graph.pinned_bytes + best
     return graph.memo("memory_lower_bound", compute)
 

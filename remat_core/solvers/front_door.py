@@ -15,12 +15,15 @@ from typing import Any, Iterable
 
 from ..errors import (BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SearchStopped, SolverOptionError,
                       first_line)
-from ..graph import ComputeGraph
-from ..schedule import Schedule, checkpoint_all_peak, memory_lower_bound, schedule_stats, simulate
+from ..graph import ComputeGraph, with_workspaces, without_workspaces
+from ..schedule import (Schedule, checkpoint_all_peak, measure_indexed, memory_lower_bound, schedule_stats,
+                        simulate)
 from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
 from .registry import get_solver
 
 DEFAULT_SOLVER = "auto"
+RETRIES = 3
+"""Times a solver is asked again for less when its schedule, read back from the workspace view, is over the budget."""
 
 
 def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
@@ -67,7 +70,10 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
         raise InfeasibleBudget(budget, checkpoint_all_peak(graph), solver,
                                f"below the lower bound of {lower:,} bytes that any schedule needs")
     started = time.perf_counter()
-    schedule = spec.function(graph, budget, time_limit=time_limit, **bound_options)
+    try:
+        schedule = _solved_with_workspaces(spec.function, graph, budget, time_limit, bound_options)
+    except InfeasibleBudget as e:
+        raise type(e)(e.budget, e.smallest_feasible, e.solver or solver, e.detail) from None
     seconds = time.perf_counter() - started
     try:
         result = simulate(graph, schedule, budget=budget)
@@ -75,6 +81,35 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
         raise InvalidSchedule(e.step, e.op, f"solver '{solver}' returned a bad schedule: {e.reason}") from None
     stats = {**schedule_stats(graph, result), "solve_seconds": seconds}
     return schedule.with_updates(graph=graph.name, solver=solver, budget=budget, stats=stats, simulation=result)
+
+
+def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_limit: float | None,
+                            options: dict[str, Any]) -> Schedule:
+    """The solver's schedule of ``graph``: solved on the graph with what each kernel holds while it runs as a
+    workspace node (:func:`~remat_core.graph.with_workspaces`), so that every solver plans for it, then read
+    back onto ``graph``'s own nodes.
+
+    A schedule that computes a multi-output op's outputs apart holds more than the workspace view shows
+    (each call allocates every output): when the simulator finds it over the budget, the solver is asked
+    again with that much less, up to :data:`RETRIES` times.
+    """
+    expanded = with_workspaces(graph)
+    asked = budget
+    for _ in range(RETRIES + 1):
+        schedule = function(expanded, asked, time_limit=time_limit, **options)
+        if expanded is graph:
+            return schedule
+        ops, reasons = without_workspaces(graph, schedule.ops, schedule.reasons)
+        mapped = Schedule.from_ops(ops, reasons, solver_info=schedule.solver_info)
+        peak = measure_indexed(graph, [(a, graph.index[v]) for a, v in ops])[0]
+        if peak <= budget:
+            return mapped
+        asked -= peak - budget
+        if asked < memory_lower_bound(expanded):
+            break
+    raise InfeasibleBudget(budget, None, "", f"its schedules compute a multi-output op's outputs apart, and each "
+                                             f"call of the op allocates all of them: the last one peaks at {peak:,} "
+                                             f"bytes")
 
 
 def solve_outcome(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,

@@ -75,6 +75,8 @@ class JointGraph:
         Module path -> class name, for every module of the model.
     source : str
         What was traced, for messages and graph names.
+    step : callable
+        ``step(output, targets) -> loss``: how the traced step turns the model's output into its loss.
     """
 
     graph_module: fx.GraphModule
@@ -83,6 +85,15 @@ class JointGraph:
     num_model_inputs: int
     module_types: Mapping[str, str]
     source: str
+    loss_of: Callable[[Any, Sequence[torch.Tensor]], torch.Tensor]
+
+    def eager_step(self) -> tuple[Any, torch.Tensor]:
+        """One training step of the real model, as a training loop runs it: ``out = model(*inputs)``, the loss,
+        ``loss.backward()`` (gradients into ``.grad``); returns ``(out, loss)``, which the caller holds."""
+        output = self.model(*self.inputs[: self.num_model_inputs])
+        loss = self.loss_of(output, self.inputs[self.num_model_inputs:])
+        loss.backward()
+        return output, loss
 
 
 class _TrainingStep(nn.Module):
@@ -101,10 +112,10 @@ class _TrainingStep(nn.Module):
         inputs = flat[: self.num_model_inputs]
         output = self.model(*inputs) if self.run is None else self.run(self.model, inputs)
         with fx_traceback.annotate({MODULE_KEY: LOSS_MODULE, CALL_KEY: 0, PHASE_KEY: "loss"}):
-            value = self._loss_of(output, flat[self.num_model_inputs:])
+            value = self.loss_of(output, flat[self.num_model_inputs:])
         return value
 
-    def _loss_of(self, output: Any, targets: Sequence[torch.Tensor]) -> torch.Tensor:
+    def loss_of(self, output: Any, targets: Sequence[torch.Tensor]) -> torch.Tensor:
         if self.loss is not None:
             value = self.loss.fn(output, *targets)
         elif isinstance(output, torch.Tensor) and output.numel() == 1:
@@ -221,8 +232,9 @@ def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor]
     if loss is not None:
         _check_loss_signature(loss, source)
     step = _TrainingStep(model, loss, len(example_inputs), source, run)
+    device = next((t.device for t in inputs), torch.device("cpu"))
     with _ModuleAnnotator(model) as annotator, _meta_kernel_failures() as failures, \
-            contextlib.ExitStack() as stack:
+            _dropout_as_run_on(device), contextlib.ExitStack() as stack:
         try:
             joint = aot_export_joint_with_descriptors(stack, step, inputs)
         except RematError:
@@ -232,8 +244,49 @@ def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor]
                 raise  # a bug of the tracer, not the model's: the CLI reports it as an internal error
             raise _trace_error(source, error, annotator.innermost, failures.op) from error
         module_types = annotator.module_types()
-    return JointGraph(graph_module=joint.graph_module, model=model, inputs=inputs,
+    return JointGraph(graph_module=joint.graph_module, model=model, inputs=inputs, loss_of=step.loss_of,
                       num_model_inputs=len(example_inputs), module_types=module_types, source=source)
+
+
+@contextlib.contextmanager
+def _dropout_as_run_on(device: torch.device) -> Iterator[None]:
+    """Dropout traced as eager PyTorch runs it on ``device``.
+
+    Tracing decomposes ``aten.dropout`` into the fused ``native_dropout`` on every device (a bool mask
+    saved for the backward), which is what eager CUDA and compiled steps run. Eager PyTorch on the CPU
+    runs the unfused kernel instead (``at::_dropout_impl``): a mask of the input's dtype, drawn with
+    ``bernoulli`` and scaled, saved for the backward: 4 bytes an element for float32, not 1. Traced on
+    the CPU, dropout is that kernel, so the graph holds what a CPU step holds.
+    """
+    op = torch.ops.aten.dropout.default
+    if device.type != "cpu":
+        yield
+        return
+    keys = (torch._C.DispatchKey.CompositeImplicitAutograd, torch._C.DispatchKey.Autograd)
+    saved = {key: op.py_kernels.get(key) for key in keys}
+    for key in keys:
+        op.py_kernels[key] = _unfused_dropout
+    op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for key, kernel in saved.items():
+            if kernel is None:
+                op.py_kernels.pop(key, None)
+            else:
+                op.py_kernels[key] = kernel
+        op._dispatch_cache.clear()
+
+
+def _unfused_dropout(input: torch.Tensor, p: float, train: bool | None) -> torch.Tensor:
+    """``at::_dropout_impl``, the CPU's eager dropout: ``input * (bernoulli(1 - p) / (1 - p))``."""
+    if not train or p == 0 or input.numel() == 0:
+        return input.clone()
+    if p == 1:
+        return input * torch.zeros_like(input)
+    noise = torch.empty_like(input).bernoulli_(1 - p)
+    noise.div_(1 - p)
+    return input * noise
 
 
 def _check_loss_signature(loss: LossSetup, source: str) -> None:

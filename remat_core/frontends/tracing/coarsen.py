@@ -9,13 +9,18 @@ keep a big one alive:
   dropout's mask, max-pool's indices); the call's output is freed when the forward no longer needs
   it, while these stay for the backward;
 - ``:grads``: the graph's outputs (the parameter gradients), resident to the end, apart from the
-  activation gradients of the same call.
+  activation gradients of the same call;
+- the end of the step (the traced graph's node that holds the gradients, outputs and loss to the
+  end) stays a node of its own, ``step_end``.
 
 Pinned nodes are grouped by module and kind (``layer1.0.bn1:params``, ``layer1.0.bn1:buffers``).
 A group is one node whose
 
 - ``mem`` is the bytes leaving the group: the members read by another group or that are outputs
   (a group's internal temporaries live and die inside it);
+- ``transient`` is what running the group holds beyond that at its busiest moment: its members in
+  order, each freed after its last reader inside the group, each member's own transient bytes
+  counted while it runs (the executor runs a group exactly so);
 - ``cost`` is the sum of its members' costs;
 - predecessors are the groups its members read.
 
@@ -39,8 +44,9 @@ from ...graph import ComputeGraph, Node
 
 PASS_NAMES = {"forward": "fwd", "loss": "loss", "backward": "bwd"}
 PINNED_GROUP_NAMES = {"param": "params", "buffer": "buffers", "input": "inputs"}
-OUT, SAVED, GRADS = "out", "saved", "grads"
-"""Roles of a group: a pass's ordinary tensors, forward tensors kept only for backward, outputs."""
+OUT, SAVED, GRADS, END = "out", "saved", "grads", "end"
+"""Roles of a group: a pass's ordinary tensors, forward tensors kept only for backward, outputs, the step's end."""
+END_ID = "step_end"
 ROOT_NAME = "(model)"
 
 
@@ -107,7 +113,10 @@ def _group(graph: ComputeGraph, calls) -> tuple[list[_Group], list[int]]:
 
 
 def _role(graph: ComputeGraph, i: int, outputs: set[int]) -> str:
-    """``grads`` for an output, ``saved`` for a forward tensor only backward nodes read, else ``out``."""
+    """``end`` for the step's end, ``grads`` for an output, ``saved`` for a forward tensor only backward nodes
+    read, else ``out``."""
+    if i in outputs and graph.nodes[i].kind == "other" and not graph.succ_idx[i]:
+        return END
     if i in outputs:
         return GRADS
     readers = graph.succ_idx[i]
@@ -134,12 +143,14 @@ def _build(graph: ComputeGraph, groups: list[_Group], group_of: list[int], modul
         leaving = [i for i in group.members
                    if group.pinned or i in outputs or any(group_of[s] != group.index for s in graph.succ_idx[i])]
         only = nodes[leaving[0]] if len(leaving) == 1 else None
+        mem = sum(graph.mem[i] for i in leaving)
         coarse.append(Node(
-            id=gid, mem=sum(graph.mem[i] for i in leaving), cost=sum(graph.cost[i] for i in group.members),
+            id=gid, mem=mem, cost=sum(graph.cost[i] for i in group.members),
             kind=group.kind, pinned=group.pinned,
             op=None if group.pinned else module_types.get(group.module),
             shape=only.shape if only is not None else None, dtype=only.dtype if only is not None else None,
-            module=group.module, label=_label(group, gid)))
+            module=group.module, label=_label(group, gid),
+            transient=0 if group.pinned else max(0, _busiest(graph, group.members, set(leaving)) - mem)))
     edges = {(ids[group_of[graph.index[u]]], ids[group_of[graph.index[v]]]) for u, v in graph.edges}
     edges = sorted((u, v) for u, v in edges if u != v)
     out_ids = list(dict.fromkeys(ids[group_of[i]] for i in graph.output_idx))
@@ -149,10 +160,35 @@ def _build(graph: ComputeGraph, groups: list[_Group], group_of: list[int], modul
     return ComputeGraph(coarse, edges, out_ids, name=graph.name, attachments=attachments)
 
 
+def _busiest(graph: ComputeGraph, members: list[int], leaving: set[int]) -> int:
+    """The most bytes of a group's own members held at once while it runs: members in topological order (the
+    order ``members`` is in), each freed after its last reader inside the group unless it leaves the group, each
+    member's transient bytes counted while it runs."""
+    inside = set(members)
+    last_reader: dict[int, int] = {}
+    for i in members:
+        for j in graph.pred_idx[i]:
+            if j in inside:
+                last_reader[j] = i
+    held = busiest = 0
+    for i in members:
+        held += graph.mem[i]
+        busiest = max(busiest, held + graph.transient[i])
+        for j in graph.pred_idx[i]:
+            if last_reader.get(j) == i and j not in leaving:
+                held -= graph.mem[j]
+        if i not in last_reader and i not in leaving:
+            held -= graph.mem[i]
+    return busiest
+
+
 def _group_ids(groups: list[_Group]) -> list[str]:
     seen: dict[str, int] = {}
     ids = []
     for group in groups:
+        if group.role == END:
+            ids.append(END_ID)
+            continue
         if group.pinned:
             suffix = PINNED_GROUP_NAMES.get(group.kind, group.kind)
         elif group.role == OUT:
@@ -167,5 +203,7 @@ def _group_ids(groups: list[_Group]) -> list[str]:
 
 def _label(group: _Group, gid: str) -> str:
     """``conv1 fwd``: the module's last name and the pass (the full path is in ``module``)."""
+    if group.role == END:
+        return "end of step"
     name = group.module.rpartition(".")[2] if group.module else ROOT_NAME
     return f"{name} {gid.rpartition(':')[2]}"

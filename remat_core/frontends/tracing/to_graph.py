@@ -17,6 +17,11 @@ nothing of aliasing, counts every byte once:
 - ``mem`` is the storage's size in bytes. What is stored is what the joint graph computes:
   dropout keeps ``native_dropout``'s bool mask, as a compiled step or eager CUDA does (eager CPU
   alone keeps a mask in the input's dtype, see ARCHITECTURE.md).
+- ``transient`` is what the op's kernel holds beyond its outputs while it runs, measured on the
+  tracing device (:mod:`.kernel_memory`): its peak less the outputs that become nodes (an output no
+  node owns is allocated and dropped inside the op: transient too). The outputs of one multi-output
+  op share a ``kernel`` name: one call allocates them all, and the simulator counts the ones not
+  resident while it runs.
 
 Kinds and outputs
 -----------------
@@ -25,8 +30,13 @@ pinned. Ops are ``forward`` or ``backward`` by AOTAutograd's ``partitioner_tag``
 the loss function are ``loss``. The gradient seed (the joint graph's tangent, ``ones_like(loss)``)
 is a ``backward`` node that reads the loss value, so the loss is computed before the backward pass
 starts, as in ``loss.backward()``. When a parameter is used under two names (tied embeddings) the
-joint graph returns one gradient per name; a synthetic ``backward`` node sums them, as autograd does
-before it writes ``.grad``. The outputs are the parameter gradients. A buffer's new value (BatchNorm's
+joint graph returns one gradient per name; a synthetic ``backward`` node adds the later ones into the
+first, in place, as autograd's ``AccumulateGrad`` does into ``.grad`` (it allocates nothing: 0
+bytes). The outputs are the parameter gradients and the *end of the step*, a node of 0 bytes
+(kind ``other``) that reads every gradient, the model's outputs and the loss: a training step
+``out = model(x); loss = loss_fn(out, y); loss.backward()`` keeps each gradient in ``.grad`` from the
+moment autograd produces it until the optimizer uses it, and its caller holds ``out`` and ``loss``
+until the step is over, so every schedule keeps them to the end too. A buffer's new value (BatchNorm's
 running statistics, its batch counter) is written back into the buffer, as eager BatchNorm does in
 place, so it is merged into the buffer's pinned node: it allocates nothing, and readers of the new
 value read the buffer. (The FX graph computes it functionally; ``FxBinding.buffer_updates`` says
@@ -54,6 +64,7 @@ from ...errors import TraceError
 from ...graph import ComputeGraph, Node
 from .capture import CALL_KEY, LOSS_MODULE, MODEL_PREFIX, MODULE_KEY, PHASE_KEY, JointGraph
 from .costs import accumulation_cost, op_cost, seed_cost
+from .kernel_memory import KernelMemory
 
 
 @dataclass(frozen=True)
@@ -116,14 +127,17 @@ class _Draft:
     module: str
     label: str
     preds: list[str] = field(default_factory=list)
+    transient: int = 0
+    kernel: str | None = None
 
     def node(self) -> Node:
         return Node(id=self.id, mem=self.mem, cost=self.cost, kind=self.kind, pinned=self.pinned, op=self.op,
-                    shape=self.shape, dtype=self.dtype, module=self.module, label=self.label)
+                    shape=self.shape, dtype=self.dtype, module=self.module, label=self.label,
+                    transient=self.transient, kernel=self.kernel)
 
 
 def joint_to_graph(joint: JointGraph, cost: str, measured: Mapping[str, float] | None = None,
-                   name: str | None = None) -> ComputeGraph:
+                   name: str | None = None, kernels: KernelMemory | None = None) -> ComputeGraph:
     """Build the op-level training graph of a captured step.
 
     Parameters
@@ -135,6 +149,9 @@ def joint_to_graph(joint: JointGraph, cost: str, measured: Mapping[str, float] |
         FX node name -> seconds, required for ``cost="measured"``.
     name : str, optional
         Graph name (default: the traced source).
+    kernels : KernelMemory, optional
+        What each op's kernel allocates (:func:`~.kernel_memory.measure_kernel_memory`): the nodes'
+        ``transient`` bytes (0 without it).
 
     Returns
     -------
@@ -148,14 +165,16 @@ def joint_to_graph(joint: JointGraph, cost: str, measured: Mapping[str, float] |
     TraceError
         When no parameter gets a gradient, or the joint graph lacks its loss.
     """
-    return _GraphBuilder(joint, cost, measured).build(name or joint.source)
+    return _GraphBuilder(joint, cost, measured, kernels).build(name or joint.source)
 
 
 class _GraphBuilder:
     """One walk over the FX nodes in execution order (see the module docstring for the rules)."""
 
-    def __init__(self, joint: JointGraph, cost: str, measured: Mapping[str, float] | None):
+    def __init__(self, joint: JointGraph, cost: str, measured: Mapping[str, float] | None,
+                 kernels: KernelMemory | None = None):
         self.joint = joint
+        self.kernels = kernels
         self.cost = cost
         self.measured = measured
         self.gm = joint.graph_module
@@ -198,6 +217,9 @@ class _GraphBuilder:
             if node is self.loss_fx and self.tangent is not None:
                 self._seed()
         outputs, param_grads, buffer_updates, accumulations = self._outputs()
+        outputs.append(self._step_end(outputs, accumulations))
+        if self.kernels is not None:
+            self._set_transients()
         for node_id, names in self.names_of_pinned.items():
             self.by_id[node_id].label = " = ".join(names)
         nodes = [d.node() for d in self.drafts]
@@ -416,16 +438,58 @@ class _GraphBuilder:
         return outputs, param_grads, buffer_updates, accumulations
 
     def _accumulate(self, param: str, owners: list[str], contributions: list[tuple[str, fx.Node]]) -> str:
-        """A synthetic node summing a tied parameter's gradients, placed after the last of them."""
+        """A synthetic node adding a tied parameter's later gradients into its first, in place (0 bytes: the first
+        gradient's storage holds the sum), placed after the last of them."""
         pinned = self.by_id[param]
         node_id = f"{param}_grad_sum"
         position = max(self.drafts.index(self.by_id[o]) for o in owners) + 1
         names = [name for name, _ in contributions]
-        self._add(_Draft(node_id, pinned.mem, accumulation_cost(self.cost, contributions[0][1].meta["val"],
-                                                                len(owners)),
-                         "backward", False, "aten.add", pinned.shape, pinned.dtype, pinned.module,
+        self._add(_Draft(node_id, 0, accumulation_cost(self.cost, contributions[0][1].meta["val"], len(owners)),
+                         "backward", False, "aten.add_", pinned.shape, pinned.dtype, pinned.module,
                          f"grad sum ({', '.join(names)})", list(owners)), None, position)
         return node_id
+
+    def _step_end(self, gradients: list[str], accumulations: Mapping[str, tuple[str, ...]]) -> str:
+        """The end of the step (see the module notes): reads every gradient (a tied parameter's first one, whose
+        storage holds the sum, too), the model's outputs and the loss."""
+        node_id = "step_end"
+        while node_id in self.by_id:
+            node_id += "_"
+        held = list(gradients)
+        for grad in gradients:
+            if grad in accumulations:
+                held.append(next(p for p in self.by_id[grad].preds))
+        loss = self._single_owner(self.loss_fx, "the loss")
+        model_outputs = [p for d in self.drafts if d.kind == "loss" for p in d.preds
+                         if not self.by_id[p].pinned and self.by_id[p].kind == "forward"]
+        self._add(_Draft(node_id, 0, 0.0, "other", False, None, None, None, "",
+                         "end of step (gradients, outputs and loss held until here)",
+                         list(dict.fromkeys(held + model_outputs + [loss]))), None)
+        return node_id
+
+    def _set_transients(self) -> None:
+        """Each op node's transient bytes from its kernel's measurement (see the module notes)."""
+        fx_nodes = {n.name: n for n in self.gm.graph.nodes}
+        outputs_of: dict[str, dict[int, _Draft]] = {}
+        for draft in self.drafts:
+            fx_name = self.producer.get(draft.id)
+            if draft.pinned or fx_name is None:
+                continue
+            node = fx_nodes[fx_name]
+            if node.target is operator.getitem:
+                outputs_of.setdefault(node.args[0].name, {})[node.args[1]] = draft
+            elif node.op == "call_function":
+                outputs_of.setdefault(fx_name, {})[0] = draft
+        for op, drafts in outputs_of.items():
+            if len(drafts) > 1:
+                for draft in drafts.values():
+                    draft.kernel = op
+            measured = self.kernels.ops.get(op)
+            if measured is None:
+                continue
+            transient = max(measured.peak - sum(draft.mem for draft in drafts.values()), 0)
+            for draft in drafts.values():
+                draft.transient = transient
 
     def _single_owner(self, arg: fx.Node, what: str) -> str:
         owners = self.storage.get(arg.name, ())

@@ -1,0 +1,188 @@
+"""What selective activation checkpointing really does with a plan, as a schedule the one simulator can judge.
+
+A plan frees and recomputes tensor by tensor; SAC (:mod:`.forward`) cannot. A checkpoint region
+recomputes in one run, when the backward first unpacks one of its saved tensors, up to the last op
+whose output the backward needs (PyTorch's early stop), and everything it recomputes for the
+backward stays until its last backward reader; the region's inputs stay alive from the forward
+until then. :func:`sac_route_ops` writes that down as compute and free ops of the op-level graph:
+
+- forward: the forward nodes in the program's order; a node is freed after its last forward reader
+  unless the backward needs it and SAC keeps it (a ``MUST_SAVE`` op's output, any output of a
+  region that is not checkpointed), it is an input of a checkpointed region (held until that
+  region has been recomputed), or the step's end holds it (the outputs, the loss);
+- backward: the backward nodes in order; before one that reads a tensor no longer resident, that
+  tensor's region is recomputed in one run (its recomputed nodes in order, up to the last one the
+  backward needs, intermediates freed after their last reader inside the run); every tensor is
+  freed after its last backward reader.
+
+Its simulated peak is what a step with the plan installed through SAC holds (the step's kernels
+included): :func:`sac_route_peak`. ``rematerialize`` and ``execute --via sac`` plan for it: a plan
+whose route goes over the budget is solved again for less (:func:`sac_aware_schedule`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import InfeasibleBudget
+from ..graph import ComputeGraph
+from ..schedule import COMPUTE, FREE, Op, Schedule, simulate
+from .decisions import FORWARD_KINDS, KEEP, PlanDecisions, plan_decisions
+from .forward import ForwardProgram, forward_program
+
+RETRIES = 6
+"""Times a plan is solved again for less before the route is said to be unable to keep the budget."""
+
+
+def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]:
+    """The ops a step with ``program`` installed through SAC performs, on ``decisions.graph`` (see the module notes)."""
+    graph = decisions.graph
+    binding = graph.attachments["fx_binding"]
+    kinds = {n.id: n.kind for n in graph.nodes}
+    pinned = {n.id for n in graph.nodes if n.pinned}
+    region_of: dict[str, int] = {}
+    order: list[str] = []
+    for k, region in enumerate(program.regions):
+        for node in program.nodes[region.start:region.end]:
+            for owner in binding.storage.get(node.name, ()):
+                if owner in graph.index and owner not in region_of and owner not in pinned:
+                    region_of[owner] = k
+                    order.append(owner)
+    checkpointed = {k for k, r in enumerate(program.regions) if r.checkpointed}
+    backward = [graph.ids[i] for i in graph.topo_idx
+                if graph.ids[i] not in region_of and not graph.pinned[i] and i in graph.needed_idx]
+    readers = {v: [s for s in graph.succs(v)] for v in graph.ids}
+    needed_later = {v for v in order if any(kinds[s] not in FORWARD_KINDS for s in readers[v])}
+
+    def held_by_sac(v: str) -> bool:
+        return region_of[v] not in checkpointed or decisions.of(v) == KEEP
+
+    region_inputs = {k: {o for name in r.inputs for o in binding.storage.get(name, ())
+                         if o in region_of and o not in pinned}
+                     for k, r in enumerate(program.regions) if k in checkpointed}
+    ops: list[Op] = []
+    resident: set[str] = set()
+
+    def compute(v: str) -> None:
+        ops.append((COMPUTE, v))
+        resident.add(v)
+
+    def free(v: str) -> None:
+        if v in resident:
+            ops.append((FREE, v))
+            resident.discard(v)
+
+    pending_inputs = {k: set(inputs) for k, inputs in region_inputs.items()}
+    forward_left = {v: sum(1 for s in readers[v] if s in region_of) for v in order}
+    for v in order:
+        compute(v)
+        for p in graph.preds(v):
+            if p in forward_left:
+                forward_left[p] -= 1
+        for p in [*graph.preds(v), v]:
+            if p in forward_left and forward_left[p] == 0 and not _kept_after_forward(
+                    p, needed_later, held_by_sac, pending_inputs):
+                free(p)
+    recomputed: set[int] = set()
+    backward_left = {v: sum(1 for s in readers[v] if s not in region_of) for v in graph.ids}
+    for b in backward:
+        for f in graph.preds(b):
+            if f in region_of and f not in resident:
+                k = region_of[f]
+                _recompute_region(k, program, region_of, order, graph, needed_later, resident, compute, free,
+                                  backward_left)
+                recomputed.add(k)
+                for v in pending_inputs.pop(k, ()):
+                    if backward_left.get(v, 0) == 0 and not any(v in left for left in pending_inputs.values()):
+                        free(v)
+        compute(b)
+        for p in graph.preds(b):
+            backward_left[p] -= 1
+            if backward_left[p] == 0 and p not in pinned and not any(p in left for left in pending_inputs.values()):
+                free(p)
+        if not graph.succs(b):
+            free(b)
+    return ops
+
+
+def _kept_after_forward(v: str, needed_later: set[str], held_by_sac: Callable[[str], bool],
+                        pending_inputs: dict[int, set[str]]) -> bool:
+    """Whether a forward tensor whose forward readers have all run stays: the backward needs it and SAC keeps it, or
+    a checkpointed region will recompute from it."""
+    return (v in needed_later and held_by_sac(v)) or any(v in inputs for inputs in pending_inputs.values())
+
+
+def _recompute_region(k: int, program: ForwardProgram, region_of: dict[str, int], order: list[str],
+                      graph: ComputeGraph, needed_later: set[str], resident: set[str], compute, free,
+                      backward_left: dict[str, int]) -> None:
+    """Region ``k`` recomputed in one run: the tensors of it the backward still needs that are gone, with what they
+    are computed from inside the region, in order (up to the last one needed: PyTorch's early stop); each
+    intermediate freed after its last reader in the run."""
+    members = [v for v in order if region_of[v] == k]
+    wanted = {v for v in members if v in needed_later and v not in resident and backward_left.get(v, 0) > 0}
+    if not wanted:
+        return
+    inside = set(members)
+    run_set: set[str] = set()
+    stack = list(wanted)
+    while stack:
+        v = stack.pop()
+        if v in run_set or v in resident:
+            continue
+        run_set.add(v)
+        stack.extend(p for p in graph.preds(v) if p in inside)
+    run = [v for v in members if v in run_set]
+    left = {v: sum(1 for s in graph.succs(v) if s in run_set) for v in run}
+    for v in run:
+        compute(v)
+        for p in graph.preds(v):
+            if p in left:
+                left[p] -= 1
+                if left[p] == 0 and p not in wanted:
+                    free(p)
+        if left[v] == 0 and v not in wanted:
+            free(v)
+
+
+def sac_route_peak(graph: ComputeGraph, schedule: Schedule, returns: list[str]) -> tuple[int, ForwardProgram]:
+    """The simulated peak (bytes, pinned included) of ``schedule`` run through SAC, and the program it is installed as.
+
+    ``returns``: the FX values the forward hands back (the loss, the outputs, the buffer updates).
+    """
+    decisions = plan_decisions(graph, schedule.ops)
+    program = forward_program(decisions, returns)
+    ops = sac_route_ops(decisions, program)
+    return simulate(decisions.graph, ops).peak, program
+
+
+def sac_aware_schedule(graph: ComputeGraph, budget: int, solve: Callable[[int], Schedule],
+                       returns: list[str]) -> tuple[Schedule, int]:
+    """A schedule whose SAC route keeps ``budget``: ``solve(budget)`` first, then, while its route peaks over the budget,
+    solved again with the route's excess taken off. Returns the schedule and its route's peak.
+
+    Raises
+    ------
+    InfeasibleBudget
+        When no schedule the solver finds keeps the budget once SAC runs it (the message says what its route peaked
+        at and why).
+    """
+    asked = budget
+    best = None
+    schedule = None
+    for _ in range(RETRIES + 1):
+        try:
+            schedule = solve(asked)
+        except InfeasibleBudget:
+            if best is None:
+                raise
+            break
+        peak, _ = sac_route_peak(graph, schedule, returns)
+        if best is None or peak < best[1]:
+            best = (schedule, peak)
+        if peak <= budget:
+            return schedule, peak
+        asked -= peak - budget
+    raise InfeasibleBudget(budget, best[1], best[0].solver,
+                           f"run through selective activation checkpointing its plans peak at {best[1]:,} bytes at "
+                           f"best: a checkpoint region recomputes in one run and keeps its inputs until then, so SAC "
+                           f"holds more than the plan; a larger budget, or the op-by-op replay (--via plan), keeps it")
