@@ -101,6 +101,7 @@ def test_a_wide_graph_gets_phases_a_winner_and_a_gap():
     assert schedule.stats["overhead"] <= 0.25
 
 
+@pytest.mark.slow  # a 30 s MILP
 def test_the_milp_starts_from_the_best_schedule_and_reports_its_bound_for_that_order():
     graph = training_chain(12, mem=10)
     budget = memory_lower_bound(graph) + 20

@@ -3,11 +3,12 @@ should type, pathological uploads; after them, every page visited. No page may s
 traceback or the safety net's error, and the server may log nothing (it runs at warning level: a
 warning, an error or a traceback fails the test).
 
-The default run (about two minutes on two busy cores) gives every text input every bad value and each
+The default run uploads the pathological files and the smallest graphs. ``@pytest.mark.slow`` adds the fuzz of
+the inputs: a sampled one (about a minute on two busy cores) gives every text input every bad value and each
 number input a rotating share of them (Streamlit's number input refuses them all alike, in the browser),
 moves every slider to both ends, and revisits every page after the Schedule page's inputs (the ones whose
-values every other page reads) and at the end; ``@pytest.mark.slow`` gives every input every value and
-revisits every page after each input.
+values every other page reads) and at the end; the full one gives every input every value and revisits
+every page after each input.
 """
 
 from __future__ import annotations
@@ -212,6 +213,7 @@ def run_fuzz(tab, server: Server, values_for, revisit_after_each: bool) -> None:
     assert expected <= set(reached), f"the fuzz reached only {reached}: the selectors no longer find the inputs"
 
 
+@pytest.mark.slow  # a minute of fuzzing every input
 def test_odd_values_in_every_input_break_no_page(tab, server):
     run_fuzz(tab, server, sampled, revisit_after_each=False)
 

@@ -164,6 +164,7 @@ def test_the_why_link_names_the_tensor_picked(app_url, page):  # noqa: F811
     assert_no_error(page, "Why after picking a tensor")
 
 
+@pytest.mark.slow  # 25 s in a browser
 def test_the_why_link_opens_the_page_on_its_tensor(app_url, page):  # noqa: F811
     page.goto(f"{app_url}/why")
     wait_rendered(page)

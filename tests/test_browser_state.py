@@ -59,19 +59,19 @@ def open_link(tab, app_url: str, link: str) -> None:
     wait_rendered(tab)
 
 
-def test_the_documented_link_opens_resnet18_with_rotor_at_half_its_peak(tab, app_url):
-    open_link(tab, app_url, "/schedule?model=resnet18&solver=rotor&budget=50%25")
+def test_the_documented_link_opens_resnet18_with_rotor_at_70_percent_of_its_peak(tab, app_url):
+    open_link(tab, app_url, "/schedule?model=resnet18&solver=rotor&budget=70%25")
     assert tab.locator('[data-testid="stMainBlockContainer"] h1').first.inner_text() == "Schedule"
     assert not tab.locator('[data-testid="stAlertContentWarning"]', has_text="link").count()
     peak = checkpoint_all_peak(trace_zoo_model("resnet18", 32, level="module"))
     text = sidebar(tab)
     assert "resnet18 (batch_size=32" in text and "Solver rotor" in text
-    assert f"Budget {format_bytes(peak // 2)} (50% of peak)" in text
+    assert f"Budget {format_bytes(round(peak * 0.7))} (70% of peak)" in text
     assert params(tab)["model"] == "resnet18" and params(tab)["solver"] == "rotor"
 
 
 def test_a_moved_slider_is_in_the_url_and_survives_a_reload(tab, app_url):
-    open_link(tab, app_url, "/schedule?model=resnet18&solver=rotor&budget=50%25")
+    open_link(tab, app_url, "/schedule?model=resnet18&solver=rotor&budget=70%25")
     before = params(tab)["budget"]
     slider = tab.locator(SLIDER).first
     slider.focus()
@@ -107,6 +107,7 @@ def test_an_uploaded_graph_survives_a_reload_and_opens_in_a_second_tab(tab, app_
         second.close()
 
 
+@pytest.mark.slow  # tracing resnet50 at op level; test_app_state covers the same link without a browser
 def test_a_link_opens_resnet50_at_op_level(tab, app_url):
     open_link(tab, app_url, "/graph?model=resnet50&level=op")
     text = sidebar(tab)

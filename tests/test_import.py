@@ -172,7 +172,8 @@ def test_pt2_program_traces_like_the_module_it_came_from(tmp_path):
     signature = Counter((n.kind, n.op, n.module) for n in direct.nodes)
     assert Counter((n.kind, n.op, n.module) for n in imported.nodes) == signature
     assert checkpoint_all_peak(imported) == checkpoint_all_peak(direct)
-    assert imported.name == "cnn.pt2" and len(imported.outputs) == len(list(module.parameters()))
+    assert imported.name == "cnn.pt2" and imported.outputs[-1] == "step_end"  # a gradient per parameter, the step's end
+    assert len(imported.outputs) == len(list(module.parameters())) + 1
     module_level = load_pt2(path, level="module")
     assert "block.0:fwd" in module_level and "conv:grads" in module_level
 
@@ -184,7 +185,7 @@ def test_pt2_program_returning_its_loss(tmp_path):
     torch.export.save(torch.export.export(model, (torch.randn(6, 4), torch.randint(0, 3, (6,)))), path)
     g = load_pt2(path)
     assert {n.op for n in g.nodes if n.kind == "forward"} >= {"aten.addmm", "aten.tanh", "aten.nll_loss_forward"}
-    assert len(g.outputs) == 4 and {n.module for n in g.nodes if n.op == "aten.tanh"} == {"net.1"}
+    assert len(g.outputs) == 4 + 1 and {n.module for n in g.nodes if n.op == "aten.tanh"} == {"net.1"}
 
 
 def test_pt2_bytes_give_the_graph_the_file_gives(tmp_path):
