@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 from ..batch import BACKENDS, Backend, open_backend
 from ..errors import SolverOptionError
 from ..graph import ComputeGraph, parse_budget
-from ..schedule import checkpoint_all_peak
+from ..schedule import AllocatorConfig, checkpoint_all_peak
 from ..solvers import FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
 from ..store import STORE_ENV, STORED_AT, ResultStore, default_store_path, store_path, stored_solve
 
@@ -71,11 +71,32 @@ def store_of(args: argparse.Namespace) -> ResultStore | None:
     return ResultStore(path) if path is not None else None
 
 
+def add_memory_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--memory", choices=("allocated", "reserved"), default="allocated",
+                   help=f"allocated: {what} the bytes tensors hold (default); reserved: {what} what PyTorch's CUDA "
+                        f"caching allocator reserves to serve them (rounding, pools, segments, fragmentation)")
+    p.add_argument("--allocator", default=None, metavar="SETTINGS",
+                   help="with --memory reserved: the allocator's settings as PYTORCH_CUDA_ALLOC_CONF writes them "
+                        "(max_split_size_mb:128,expandable_segments:True,roundup_power2_divisions:4); default: "
+                        "PyTorch's defaults")
+
+
+def allocator_of(args: argparse.Namespace) -> AllocatorConfig | None:
+    """The allocator model ``--memory reserved`` asks for (None: bytes as tensors hold them)."""
+    if args.memory != "reserved":
+        if args.allocator is not None:
+            raise SolverOptionError("--allocator sets the caching allocator of --memory reserved; add --memory "
+                                    "reserved, or leave --allocator out")
+        return None
+    return AllocatorConfig.parse(args.allocator or "")
+
+
 def solved_through_store(args: argparse.Namespace, graph: ComputeGraph, budget: int, solver: str,
                          time_limit: float | None, options: dict[str, Any], spent: float = 0.0) -> SolveOutcome:
     """One solve through the store the arguments name; says on stderr when the answer came from the store."""
     store = store_of(args)
-    outcome = stored_solve(graph, budget, solver, time_limit, store=store, spent=spent, **options)
+    outcome = stored_solve(graph, budget, solver, time_limit, store=store, spent=spent,
+                           allocator=allocator_of(args), **options)
     if outcome.from_store:
         when = outcome.schedule.solver_info[STORED_AT] if outcome.schedule is not None else "earlier"
         sys.stderr.write(f"from the results store {store.path} (solved {when}, in {outcome.seconds:.3g} s); "

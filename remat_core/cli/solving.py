@@ -6,12 +6,12 @@ import argparse
 import sys
 import time
 
-from ..errors import InvalidSchedule
+from ..errors import InvalidSchedule, SolverOptionError
 from ..graph import load_graph
-from ..schedule import load_schedule, save_schedule, simulate
+from ..schedule import load_schedule, replay, save_schedule, simulate, snapshot_pickle
 from ..solvers import DEFAULT_SOLVER, list_solvers
-from ._common import (EXIT_OK, Command, add_store_args, budget_arg, option_args, outcome_exit, print_json,
-                      solved_through_store)
+from ._common import (EXIT_OK, Command, add_memory_args, add_store_args, allocator_of, budget_arg, option_args,
+                      outcome_exit, print_json, solved_through_store)
 
 
 def add_solve_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +26,7 @@ def add_solve_parser(sub: argparse._SubParsersAction) -> None:
                         "schedule found by then is returned")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a solver option (repeatable)")
     p.add_argument("-o", "--output", help="write the schedule here instead of printing it")
+    add_memory_args(p, "the budget holds")
     add_store_args(p)
 
 
@@ -57,12 +58,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("graph", help="graph file")
     p.add_argument("schedule", help="remat-schedule JSON file")
     p.add_argument("--budget", "-b", default=None, help="also fail if memory ever exceeds this budget")
+    add_memory_args(p, "also report")
+    p.add_argument("--snapshot", metavar="OUT.pickle", default=None,
+                   help="with --memory reserved: write the allocator's trace as a memory snapshot that PyTorch's "
+                        "memory_viz (pytorch.org/memory_viz) opens")
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
     schedule = load_schedule(args.schedule)
     budget = budget_arg(args.budget, graph) if args.budget is not None else None
+    allocator = allocator_of(args)
+    if args.snapshot and allocator is None:
+        raise SolverOptionError("--snapshot writes the caching allocator's trace: add --memory reserved")
     try:
         result = simulate(graph, schedule, budget=budget)
     except InvalidSchedule as e:
@@ -72,6 +80,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if schedule.budget is not None:
         report["budget"] = schedule.budget
         report["within_budget"] = result.peak <= schedule.budget
+    if allocator is not None:
+        replayed = replay(graph, schedule, allocator)
+        report["allocator"] = {"settings": allocator.text() or "defaults", "peak_reserved": replayed.peak_reserved,
+                               "peak_allocated": replayed.peak_allocated,
+                               "largest_fragmentation": max(replayed.fragmentation, default=0.0)}
+        if args.snapshot:
+            with open(args.snapshot, "wb") as out:
+                out.write(snapshot_pickle(replayed, {n.id: n.display_name for n in graph.nodes}))
     print_json(report)
     return EXIT_OK
 

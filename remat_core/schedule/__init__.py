@@ -3,10 +3,14 @@
 In: a :class:`~remat_core.graph.ComputeGraph` and ops. Out: :class:`Schedule` (ops, reasons,
 measured stats, ``remat-schedule`` JSON), :func:`simulate` (the only judge of peak and cost),
 the baselines (checkpoint-all, the memory lower bound), the building blocks solvers share to turn
-computations into ops, post-passes (tighten, evict to a budget) and the step-by-step timeline.
+computations into ops, post-passes (tighten, evict to a budget), the step-by-step timeline, and
+the replay of a schedule's allocations through a model of PyTorch's CUDA caching allocator
+(reserved bytes, fragmentation, every block's address: :mod:`.allocator`).
 Imports :mod:`remat_core.graph` and :mod:`remat_core.errors`.
 """
 
+from .allocator import (AllocatorConfig, AllocatorReplay, AllocatorSettingError, OutOfMemory, memory_viz_snapshot,
+                        replay, snapshot_pickle)
 from .io import load_schedule, save_schedule
 from .ops import needed_topological_order, ops_from_computes
 from .postpass import PassReason, evict_to_budget_indexed, tighten_indexed
@@ -15,8 +19,9 @@ from .simulator import (SimulationResult, checkpoint_all_cost, checkpoint_all_op
     measure_indexed, memory_lower_bound, schedule_stats, simulate)
 from .timeline import describe_op, memory_by_kind, occurrences, ordinal, simulation_of
 
-__all__ = ["checkpoint_all_cost", "checkpoint_all_ops", "checkpoint_all_peak", "COMPUTE", "describe_op",
-           "evict_to_budget_indexed", "FREE", "load_schedule", "measure_indexed", "memory_by_kind", "memory_lower_bound",
-           "needed_topological_order", "occurrences", "Op", "ops_from_computes", "ordinal", "PassReason",
-           "Reason", "reason", "save_schedule", "Schedule", "schedule_stats", "simulate", "simulation_of",
-           "SimulationResult", "tighten_indexed"]
+__all__ = ["AllocatorConfig", "AllocatorReplay", "AllocatorSettingError", "checkpoint_all_cost", "checkpoint_all_ops", "checkpoint_all_peak",
+           "COMPUTE", "describe_op", "evict_to_budget_indexed", "FREE", "load_schedule", "measure_indexed",
+           "memory_by_kind", "memory_lower_bound", "memory_viz_snapshot", "needed_topological_order", "occurrences",
+           "Op", "OutOfMemory", "ops_from_computes", "ordinal", "PassReason", "Reason", "reason", "replay",
+           "save_schedule", "Schedule", "snapshot_pickle", "schedule_stats", "simulate", "simulation_of", "SimulationResult",
+           "tighten_indexed"]

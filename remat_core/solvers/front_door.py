@@ -16,18 +16,20 @@ from typing import Any, Iterable
 from ..errors import (BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SearchStopped, SolverOptionError,
                       first_line)
 from ..graph import ComputeGraph, with_workspaces, without_workspaces
-from ..schedule import (Schedule, checkpoint_all_peak, measure_indexed, memory_lower_bound, schedule_stats,
-                        simulate)
+from ..schedule import (AllocatorConfig, Schedule, checkpoint_all_peak, measure_indexed, memory_lower_bound, replay,
+                        schedule_stats, simulate)
 from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
 from .registry import get_solver
 
 DEFAULT_SOLVER = "auto"
 RETRIES = 3
 """Times a solver is asked again for less when its schedule, read back from the workspace view, is over the budget."""
+RESERVED_TRIES = 8
+"""Times a solver is asked, each time for less, for a schedule whose replayed reserved bytes fit the budget."""
 
 
-def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
-          **options: Any) -> Schedule:
+def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
+          allocator: AllocatorConfig | None = None, **options: Any) -> Schedule:
     """A schedule of ``graph`` whose peak memory is at most ``budget`` bytes.
 
     Parameters
@@ -39,6 +41,11 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
         A name from the registry (:func:`remat_core.solvers.list_solvers`).
     time_limit : float, optional
         Seconds the solver may spend (solvers that search use it; others ignore it).
+    allocator : AllocatorConfig, optional
+        Plan against *reserved* bytes: the budget holds what PyTorch's caching allocator with these
+        settings reserves when it serves the schedule's allocations (:func:`~remat_core.schedule.replay`),
+        rounding, pools and fragmentation included. The solver is asked again with less, up to
+        :data:`RETRIES` times, while the replayed reserved peak is over the budget.
     **options
         The solver's declared options.
 
@@ -46,7 +53,8 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
     -------
     Schedule
         With ``stats`` measured by the simulator (peak, cost, computes, recomputes, overhead,
-        solve_seconds) and ``simulation`` attached.
+        solve_seconds; with ``allocator``, also peak_reserved and peak_allocated from the replay) and
+        ``simulation`` attached.
 
     Raises
     ------
@@ -70,8 +78,13 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
         raise InfeasibleBudget(budget, checkpoint_all_peak(graph), solver,
                                f"below the lower bound of {lower:,} bytes that any schedule needs")
     started = time.perf_counter()
+    reserved: dict[str, int] = {}
     try:
-        schedule = _solved_with_workspaces(spec.function, graph, budget, time_limit, bound_options)
+        if allocator is None:
+            schedule = _solved_with_workspaces(spec.function, graph, budget, time_limit, bound_options)
+        else:
+            schedule, reserved = _solved_within_reserved(spec.function, graph, budget, time_limit, bound_options,
+                                                         allocator)
     except InfeasibleBudget as e:
         raise type(e)(e.budget, e.smallest_feasible, e.solver or solver, e.detail) from None
     seconds = time.perf_counter() - started
@@ -79,8 +92,33 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
         result = simulate(graph, schedule, budget=budget)
     except InvalidSchedule as e:
         raise InvalidSchedule(e.step, e.op, f"solver '{solver}' returned a bad schedule: {e.reason}") from None
-    stats = {**schedule_stats(graph, result), "solve_seconds": seconds}
+    stats = {**schedule_stats(graph, result), **reserved, "solve_seconds": seconds}
+    if allocator is not None:
+        schedule = schedule.with_updates(solver_info={**schedule.solver_info, "memory": "reserved",
+                                                      "allocator": allocator.text()})
     return schedule.with_updates(graph=graph.name, solver=solver, budget=budget, stats=stats, simulation=result)
+
+
+def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_limit: float | None,
+                            options: dict[str, Any], allocator: AllocatorConfig) -> tuple[Schedule, dict[str, int]]:
+    """A schedule whose allocations, replayed through the caching allocator, reserve at most ``budget`` bytes:
+    solved for the bytes the tensors hold, then asked again with less (what the replay reserved above the
+    budget, at least a tenth of the way to the lower bound), up to :data:`RESERVED_TRIES` times; with the
+    replay's peaks."""
+    asked = budget
+    lower = memory_lower_bound(graph)
+    for _ in range(RESERVED_TRIES):
+        schedule = _solved_with_workspaces(function, graph, asked, time_limit, options)
+        replayed = replay(graph, schedule, allocator)
+        if replayed.peak_reserved <= budget:
+            return schedule, {"peak_reserved": replayed.peak_reserved, "peak_allocated": replayed.peak_allocated}
+        if asked == lower:
+            break
+        asked = max(lower, asked - max(replayed.peak_reserved - budget, (asked - lower) // 10))
+    settings = f" ({allocator.text()})" if allocator.text() else ""
+    raise InfeasibleBudget(budget, None, "", f"the caching allocator{settings} reserves {replayed.peak_reserved:,} "
+                                             f"bytes for the best schedule found (rounding, segments and "
+                                             f"fragmentation over the {replayed.peak_allocated:,} bytes it hands out)")
 
 
 def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_limit: float | None,
@@ -112,8 +150,8 @@ def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_lim
                                              f"bytes")
 
 
-def solve_outcome(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
-                  **options: Any) -> SolveOutcome:
+def solve_outcome(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
+                  allocator: AllocatorConfig | None = None, **options: Any) -> SolveOutcome:
     """:func:`solve` as one value: a feasible outcome with its schedule, or why there is none.
 
     An infeasible budget, a search stopped at its time limit, a graph the solver refuses and a
@@ -140,7 +178,7 @@ def solve_outcome(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER
         return SolveOutcome(solver, int(budget), status, seconds=time.perf_counter() - started, **fields)
 
     try:
-        schedule = solve(graph, budget, solver, time_limit=time_limit, **options)
+        schedule = solve(graph, budget, solver, time_limit=time_limit, allocator=allocator, **options)
     except SearchStopped as e:
         return ended(STOPPED, smallest_feasible=e.smallest_feasible, detail=e.detail)
     except InfeasibleBudget as e:
@@ -170,10 +208,10 @@ def check_time_limit(time_limit: Any) -> None:
         raise BudgetError(f"time_limit must be a positive number of seconds or None, got {time_limit!r}")
 
 
-def sweep(graph: ComputeGraph, budgets: Iterable[int], solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
-          **options: Any) -> list[SolveOutcome]:
+def sweep(graph: ComputeGraph, budgets: Iterable[int], solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
+          allocator: AllocatorConfig | None = None, **options: Any) -> list[SolveOutcome]:
     """:func:`solve_outcome` at each budget, in the order given."""
-    return [solve_outcome(graph, budget, solver, time_limit, **options) for budget in budgets]
+    return [solve_outcome(graph, budget, solver, time_limit, allocator=allocator, **options) for budget in budgets]
 
 
 __all__ = ["DEFAULT_SOLVER", "FAILED", "FEASIBLE", "INFEASIBLE", "REFUSED", "STOPPED", "check_budget",

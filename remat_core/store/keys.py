@@ -17,6 +17,7 @@ from importlib import metadata
 from typing import Any, Mapping
 
 from ..graph import ComputeGraph
+from ..schedule import AllocatorConfig
 from ..solvers import check_budget, get_solver
 
 PACKAGE = "remat-explorer"
@@ -43,7 +44,8 @@ class ResultKey:
         :attr:`ComputeGraph.content_hash`.
     solver : str
     options : str
-        Canonical JSON of every option the solver declares (defaults filled in).
+        Canonical JSON of every option the solver declares (defaults filled in), and ``memory`` when the
+        budget is on the caching allocator's reserved bytes.
     budget : int
         Bytes.
     time_limit : float or None
@@ -67,8 +69,9 @@ class ResultKey:
 
 
 def result_key(graph: ComputeGraph, budget: int, solver: str, time_limit: float | None = None,
-               options: Mapping[str, Any] | None = None) -> ResultKey:
-    """The key of ``solver`` on ``graph`` at ``budget``.
+               options: Mapping[str, Any] | None = None, allocator: AllocatorConfig | None = None) -> ResultKey:
+    """The key of ``solver`` on ``graph`` at ``budget`` (a budget on reserved bytes under ``allocator``'s settings
+    keys them beside the options, as ``memory``).
 
     Raises
     ------
@@ -76,5 +79,7 @@ def result_key(graph: ComputeGraph, budget: int, solver: str, time_limit: float 
         For a solver or option that does not exist, or a budget that is not a whole number of bytes.
     """
     bound = get_solver(solver).bind(options or {})
+    if allocator is not None:
+        bound = {**bound, "memory": f"reserved:{allocator.text()}"}
     return ResultKey(graph.content_hash, solver, json.dumps(bound, sort_keys=True, separators=(",", ":")),
                      check_budget(budget), None if time_limit is None else float(time_limit), package_version())

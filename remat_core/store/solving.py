@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import InvalidSchedule, ScheduleFormatError
 from ..graph import ComputeGraph
-from ..schedule import Schedule, schedule_stats, simulate
+from ..schedule import AllocatorConfig, Schedule, replay, schedule_stats, simulate
 from ..solvers import DEFAULT_SOLVER, FEASIBLE, INFEASIBLE, SolveOutcome, solve_outcome
 from .database import ResultStore, StoredResult
 from .keys import ResultKey, result_key
@@ -45,8 +45,10 @@ def configured_store() -> ResultStore | None:
     return _open_stores[key]
 
 
-def simulated(graph: ComputeGraph, schedule: Schedule, budget: int, solve_seconds: float) -> Schedule:
-    """``schedule`` measured again by the simulator (budget enforced), as :func:`remat_core.solve` returns one.
+def simulated(graph: ComputeGraph, schedule: Schedule, budget: int, solve_seconds: float,
+              allocator: AllocatorConfig | None = None) -> Schedule:
+    """``schedule`` measured again by the simulator (budget enforced), as :func:`remat_core.solve` returns one
+    (with ``allocator``, its reserved and allocated peaks replayed again too).
 
     Raises
     ------
@@ -54,11 +56,15 @@ def simulated(graph: ComputeGraph, schedule: Schedule, budget: int, solve_second
         When it breaks a rule or the budget on ``graph``.
     """
     result = simulate(graph, schedule, budget=budget)
-    return schedule.with_updates(graph=graph.name, budget=budget, simulation=result,
-                                 stats={**schedule_stats(graph, result), "solve_seconds": solve_seconds})
+    stats = {**schedule_stats(graph, result), "solve_seconds": solve_seconds}
+    if allocator is not None:
+        replayed = replay(graph, schedule, allocator)
+        stats.update(peak_reserved=replayed.peak_reserved, peak_allocated=replayed.peak_allocated)
+    return schedule.with_updates(graph=graph.name, budget=budget, simulation=result, stats=stats)
 
 
-def lookup(store: ResultStore, graph: ComputeGraph, key: ResultKey) -> SolveOutcome | None:
+def lookup(store: ResultStore, graph: ComputeGraph, key: ResultKey,
+           allocator: AllocatorConfig | None = None) -> SolveOutcome | None:
     """The outcome stored under ``key``, its schedule simulated again (None: not stored, or dropped)."""
     stored = store.get(key)
     if stored is None:
@@ -68,7 +74,7 @@ def lookup(store: ResultStore, graph: ComputeGraph, key: ResultKey) -> SolveOutc
         return SolveOutcome(key.solver, key.budget, INFEASIBLE, smallest_feasible=stored.smallest_feasible,
                             detail=stored.detail, **common)
     try:
-        schedule = simulated(graph, Schedule.from_json(stored.schedule), key.budget, stored.seconds)
+        schedule = simulated(graph, Schedule.from_json(stored.schedule), key.budget, stored.seconds, allocator)
     except (InvalidSchedule, ScheduleFormatError) as e:
         _log.warning("warning: dropped the stored %s schedule of %s at %s bytes: it no longer simulates (%s); "
                      "solving again", key.solver, graph.name, f"{key.budget:,}", e)
@@ -90,7 +96,8 @@ def record(store: ResultStore, graph: ComputeGraph, key: ResultKey, outcome: Sol
 
 
 def stored_solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
-                 store: ResultStore | str | None = CONFIGURED, spent: float = 0.0, **options: Any) -> SolveOutcome:
+                 store: ResultStore | str | None = CONFIGURED, spent: float = 0.0,
+                 allocator: AllocatorConfig | None = None, **options: Any) -> SolveOutcome:
     """:func:`~remat_core.solvers.solve_outcome` through a results store: the stored outcome of this solve if
     there is one, else solved here and stored.
 
@@ -106,13 +113,13 @@ def stored_solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER,
         Before anything is read or solved, as :func:`~remat_core.solvers.solve_outcome` does.
     """
     chosen = configured_store() if isinstance(store, str) and store == CONFIGURED else store
-    key = result_key(graph, budget, solver, time_limit, options)
+    key = result_key(graph, budget, solver, time_limit, options, allocator)
     if chosen is not None:
-        hit = lookup(chosen, graph, key)
+        hit = lookup(chosen, graph, key, allocator)
         if hit is not None:
             return hit
     left = time_limit if time_limit is None else max(time_limit - spent, min(time_limit, 0.01))
-    outcome = solve_outcome(graph, budget, solver, left, **options)
+    outcome = solve_outcome(graph, budget, solver, left, allocator=allocator, **options)
     if chosen is not None:
         record(chosen, graph, key, outcome)
     return outcome
