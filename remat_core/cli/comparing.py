@@ -91,6 +91,9 @@ def _compare_on(args: argparse.Namespace, graph: ComputeGraph, budgets: Sequence
 
 def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto: Sequence[bool] | None = None) -> str:
     headers = ["solver", "budget", "feasible", "peak", "overhead", "recomputed", "seconds", "gap", "LP bound"]
+    addressed = any(r.feasible and "fragmentation" in r.solver_info for r in rows)
+    if addressed:
+        headers.append("frag")
     if pareto is not None:
         headers.append("pareto")
     lines = []
@@ -107,6 +110,9 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
         cells.append(f"{gap:.2%}" if gap is not None else "-")
         bound = r.lower_bound
         cells.append(f"{bound.overhead:+.1%}" if bound.overhead is not None else bound.status)
+        if addressed:
+            frag = r.solver_info.get("fragmentation") if r.feasible else None
+            cells.append(f"{frag:.1%}" if frag is not None else "-")
         if pareto is not None:
             cells.append("*" if pareto[i] else "")
         lines.append(cells)
@@ -121,6 +127,10 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
                f"topological order, not of all schedules (else why there is none: infeasible, unproven in the "
                f"time limit, refused: too large, skipped); 'stored': read from the results store, with the seconds "
                f"of the solve that stored it")
+    if addressed:
+        out.append("frag = Coop's fragmentation metric, for solvers that place tensors at addresses in a slab of the "
+                   "budget's size: the free bytes of the slab over the budget at each allocation that had to evict, "
+                   "averaged (free memory no request could use)")
     return "\n".join(out)
 
 

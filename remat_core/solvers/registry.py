@@ -92,6 +92,10 @@ class SolverTags:
     meets_named_budget : bool
         A refusal names a budget at which the same solver, asked again, returns a schedule. Searches
         whose answer depends on their time limit or an LP's rounding do not promise it.
+    addressed : bool
+        It places every tensor at an address in a slab of the budget's size, so rounding and fragmentation
+        count against the budget: it may refuse even the checkpoint-all peak, and a refusal names a slab
+        that surely fits (every tensor at once), which can be above that peak.
     uses_traced_graph : bool
         It works on a traced model's FX graph when the graph carries one (and on our sizes otherwise).
     traceable_recursion : bool
@@ -110,6 +114,7 @@ class SolverTags:
     budget_monotone: bool = False
     deterministic: bool = True
     meets_named_budget: bool = True
+    addressed: bool = False
     uses_traced_graph: bool = False
     traceable_recursion: bool = False
     portfolio_options: Mapping[str, Any] = field(default_factory=dict)

@@ -85,9 +85,12 @@ class _DTRScore(EvictionPolicy):
     def neighbourhood_cost(self, engine: "EvictionEngine", t: int) -> float:
         raise NotImplementedError
 
+    def weight(self, engine: "EvictionEngine", candidates: np.ndarray) -> np.ndarray:
+        """The score's denominator: memory x staleness."""
+        return engine.mem[candidates] * (engine.clock - engine.last_use[candidates] + 1)
+
     def choose(self, engine, candidates):
-        staleness = engine.clock - engine.last_use[candidates] + 1
-        weight = engine.mem[candidates] * staleness
+        weight = self.weight(engine, candidates)
         bound = (engine.cost[candidates] + engine.neighbour_cost[candidates]) / weight
         best, victim = np.inf, int(candidates[np.argmin(bound)])
         for i in np.argsort(bound, kind="stable"):
@@ -340,6 +343,7 @@ class EvictionEngine:
             self.state[v] = DEAD
             self.memory -= self.graph.mem[v]
             self._remove(v)
+            self.vacate(v)
             self._neighbours_see(v, 1, 0)
             self.policy.on_change(self, v, RESIDENT)
             self.ops.append((FREE, self.graph.ids[v]))
@@ -353,34 +357,54 @@ class EvictionEngine:
         candidates = self._slots[: self._count]
         candidates = candidates[self.locks[candidates] == 0]
         if candidates.size == 0:
-            name = self.graph.ids[needing]
-            raise InfeasibleBudget(self.budget, checkpoint_all_peak(self.graph), self.policy.name,
-                                   f"computing '{name}' needs {self.graph.mem[needing]:,} more bytes with "
-                                   f"{self.memory:,} in use, and every resident tensor is an input of the "
-                                   f"computation in progress")
+            self._no_room(needing)
         victim, score = self.policy.choose(self, candidates)
+        self.evict(victim, needing, self.policy.explain(score, int(candidates.size)), score=score,
+                   candidates=int(candidates.size))
+
+    def _no_room(self, needing: int) -> None:
+        name = self.graph.ids[needing]
+        raise InfeasibleBudget(self.budget, self.surely_feasible(), self.policy.name,
+                               f"computing '{name}' needs {self.graph.mem[needing]:,} more bytes with "
+                               f"{self.memory:,} in use, and every resident tensor is an input of the "
+                               f"computation in progress")
+
+    def evict(self, victim: int, needing: int, why: str, **fields) -> None:
+        """Free ``victim`` (resident, evictable, unlocked) to make room for ``needing``; ``why`` starts its reason."""
         memory = self.memory
         self.state[victim] = EVICTED
         self.memory -= self.graph.mem[victim]
         self._remove(victim)
+        self.vacate(victim)
         for u in self.preds[victim]:
             self.evicted_children[u] += 1
         self._neighbours_see(victim, 1, 1)
         self.policy.on_change(self, victim, RESIDENT)
         self.ops.append((FREE, self.graph.ids[victim]))
-        self.reasons.append(reason(self.policy.explain(score, int(candidates.size)) + f", to make room for "
-                                   f"{self.names[needing]}", rule=f"{self.policy.name}-evict", score=score,
-                                   memory=memory, candidates=int(candidates.size),
-                                   consumer=self.graph.ids[needing]))
+        self.reasons.append(reason(why + f", to make room for {self.names[needing]}", rule=f"{self.policy.name}-evict",
+                                   memory=memory, consumer=self.graph.ids[needing], **fields))
+
+    # -- where tensors live: counted bytes here, a slab of addresses in :mod:`.slab` ----------------
+
+    def surely_feasible(self) -> int:
+        """A budget at which this engine never evicts (named in its refusals): the checkpoint-all peak."""
+        return checkpoint_all_peak(self.graph)
+
+    def make_room(self, v: int) -> None:
+        """Evict until ``v`` fits (here: until the bytes in use plus ``v``'s are within the budget)."""
+        while self.memory + self.graph.mem[v] > self.budget:
+            self._evict_one(v)
+
+    def vacate(self, v: int) -> None:
+        """``v`` left memory (freed or evicted): nothing to do when memory is only counted."""
 
     def _compute(self, v: int, consumer: int | None) -> None:
         """Compute ``v`` (its inputs are resident and locked): make room, record the op, update the states."""
         mem = self.graph.mem[v]
-        while self.memory + mem > self.budget:
-            self._evict_one(v)
+        self.make_room(v)
         self.computes += 1
         if self.computes > self.max_computes:
-            raise InfeasibleBudget(self.budget, checkpoint_all_peak(self.graph), self.policy.name,
+            raise InfeasibleBudget(self.budget, self.surely_feasible(), self.policy.name,
                                    f"gave up after {self.max_computes:,} computations: at this budget eviction "
                                    f"thrashes")
         before = int(self.state[v])
