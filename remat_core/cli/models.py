@@ -104,12 +104,18 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_execute(args: argparse.Namespace) -> int:
     from ..frontends import trace_source
     from ..run import train_step
+    from ..run.sac_route import sac_aware_schedule
 
     graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
                          options=option_args(args.option))
     budget = budget_arg(args.budget, graph)
+    options = option_args(args.solver_option)
     try:
-        schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **option_args(args.solver_option))
+        if args.via == "sac":  # the plan SAC can keep: what its regions really hold fits the budget
+            schedule, _ = sac_aware_schedule(graph, budget, lambda asked: solve(graph, asked, args.solver,
+                                                                                time_limit=args.time_limit, **options))
+        else:
+            schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **options)
     except InfeasibleBudget as refusal:
         raise InfeasibleBudget(refusal.budget, refusal.smallest_feasible, refusal.solver,
                                "; ".join(filter(None, [refusal.detail, _budget_scale(graph)]))) from refusal

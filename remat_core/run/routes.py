@@ -32,7 +32,7 @@ from .decisions import PlanDecisions, plan_decisions
 from .executor import ExecutionError, execute, is_executable
 from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
 from .measure import MeasuredStep, measure_step
-from .sac_route import sac_route_ops
+from .sac_route import sac_route_ops, step_returns
 from .report import PEAK_TOLERANCE, VIAS, StepReport, Uncontrolled
 from .tensor_check import GRADIENT_TOLERANCE
 
@@ -135,10 +135,7 @@ class _TracedStep:
         self.joint = joint
         self.buffer_updates = dict(binding.buffer_updates)
         self.loss = binding.producer[binding.loss]
-        end = next(o for o in graph.outputs if graph.node(o).kind == "other")  # the end of the step holds these
-        self.outputs = [binding.producer[n] for n in graph.preds(end) if graph.node(n).kind == "forward"]
-        self.program: ForwardProgram = forward_program(decisions, [self.loss, *self.outputs,
-                                                                   *self.buffer_updates.values()])
+        self.program: ForwardProgram = forward_program(decisions, step_returns(graph))
         placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self.values = dict(zip(placeholders, real_placeholder_values(joint, "train the model",
                                                                      "trace the model with real weights")))

@@ -26,12 +26,12 @@ from typing import Callable
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, Op, Schedule, simulate
+from ..schedule import COMPUTE, FREE, Op, Schedule, memory_lower_bound, simulate
 from .decisions import FORWARD_KINDS, KEEP, PlanDecisions, plan_decisions
 from .forward import ForwardProgram, forward_program
 
 RETRIES = 6
-"""Times a plan is solved again for less before the route is said to be unable to keep the budget."""
+"""Solves of a bisection for a plan the route keeps before the route is said to be unable to keep the budget."""
 
 
 def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]:
@@ -144,21 +144,34 @@ def _recompute_region(k: int, program: ForwardProgram, region_of: dict[str, int]
             free(v)
 
 
-def sac_route_peak(graph: ComputeGraph, schedule: Schedule, returns: list[str]) -> tuple[int, ForwardProgram]:
+def step_returns(graph: ComputeGraph) -> list[str]:
+    """The FX values a traced step's forward hands back: the loss, the model's outputs (held to the step's end, as
+    a training loop holds them) and the buffer updates."""
+    binding = graph.attachments["fx_binding"]
+    end = next(o for o in graph.outputs if graph.node(o).kind == "other")  # the end of the step holds these
+    outputs = [binding.producer[n] for n in graph.preds(end) if graph.node(n).kind == "forward"]
+    return [binding.producer[binding.loss], *outputs, *binding.buffer_updates.values()]
+
+
+def sac_route_peak(graph: ComputeGraph, schedule: Schedule, returns: list[str] | None = None
+                   ) -> tuple[int, ForwardProgram]:
     """The simulated peak (bytes, pinned included) of ``schedule`` run through SAC, and the program it is installed as.
 
-    ``returns``: the FX values the forward hands back (the loss, the outputs, the buffer updates).
+    ``returns``: the FX values the forward hands back (the loss, the outputs, the buffer updates; default: the
+    traced training step's, :func:`step_returns`).
     """
     decisions = plan_decisions(graph, schedule.ops)
-    program = forward_program(decisions, returns)
+    program = forward_program(decisions, step_returns(decisions.graph) if returns is None else returns)
     ops = sac_route_ops(decisions, program)
     return simulate(decisions.graph, ops).peak, program
 
 
 def sac_aware_schedule(graph: ComputeGraph, budget: int, solve: Callable[[int], Schedule],
-                       returns: list[str]) -> tuple[Schedule, int]:
-    """A schedule whose SAC route keeps ``budget``: ``solve(budget)`` first, then, while its route peaks over the budget,
-    solved again with the route's excess taken off. Returns the schedule and its route's peak.
+                       returns: list[str] | None = None) -> tuple[Schedule, int]:
+    """A schedule whose SAC route keeps ``budget``: ``solve(budget)`` first; when its route peaks over the budget,
+    a bisection of the budget asked of the solver, between the graph's lower bound and ``budget``, for the largest
+    (least recomputing) one whose route fits, in at most :data:`RETRIES` more solves. Returns the schedule and its
+    route's peak.
 
     Raises
     ------
@@ -166,23 +179,32 @@ def sac_aware_schedule(graph: ComputeGraph, budget: int, solve: Callable[[int], 
         When no schedule the solver finds keeps the budget once SAC runs it (the message says what its route peaked
         at and why).
     """
-    asked = budget
-    best = None
-    schedule = None
-    for _ in range(RETRIES + 1):
+    schedule = solve(budget)
+    peak, _ = sac_route_peak(graph, schedule, returns)
+    if peak <= budget:
+        return schedule, peak
+    best_over = (schedule, peak)
+    fitting = None
+    low, high = memory_lower_bound(graph), budget
+    for _ in range(RETRIES):
+        if high - low <= max(1, budget // 1000):
+            break
+        asked = (low + high) // 2
         try:
             schedule = solve(asked)
         except InfeasibleBudget:
-            if best is None:
-                raise
-            break
+            low = asked
+            continue
         peak, _ = sac_route_peak(graph, schedule, returns)
-        if best is None or peak < best[1]:
-            best = (schedule, peak)
         if peak <= budget:
-            return schedule, peak
-        asked -= peak - budget
-    raise InfeasibleBudget(budget, best[1], best[0].solver,
-                           f"run through selective activation checkpointing its plans peak at {best[1]:,} bytes at "
-                           f"best: a checkpoint region recomputes in one run and keeps its inputs until then, so SAC "
-                           f"holds more than the plan; a larger budget, or the op-by-op replay (--via plan), keeps it")
+            fitting, low = (schedule, peak), asked
+        else:
+            best_over = min(best_over, (schedule, peak), key=lambda item: item[1])
+            high = asked
+    if fitting is not None:
+        return fitting
+    raise InfeasibleBudget(budget, None, best_over[0].solver,
+                           f"run through selective activation checkpointing its plans peak at {best_over[1]:,} bytes "
+                           f"at best: a checkpoint region recomputes in one run and keeps its inputs until then, so "
+                           f"SAC holds more than the plan; a larger budget, or the op-by-op replay (--via plan), "
+                           f"keeps it")
