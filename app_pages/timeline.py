@@ -1,21 +1,22 @@
-"""Timeline: the schedule's memory over steps (animated), the lifetime chart, and what is resident at a step."""
+"""Timeline: the schedule's memory over steps (animated), what is resident at a step, the memory map under the
+caching-allocator model, and the lifetime chart."""
 
 
 import streamlit as st
 
 from explorer import state
-from explorer.figures.schedule import lifetime_figure, memory_figure
+from explorer.figures.schedule import lifetime_figure, memory_figure, memory_map
 from explorer.jobs.results import options_key, solve_key
 from explorer.jobs.waiting import awaited_outcome
 from explorer.pages import page_path
-from explorer.widgets.exports import schedule_download
+from explorer.widgets.exports import schedule_download, snapshot_download
 from explorer.widgets.lifetime import lifetime_controls
 from explorer.widgets.metrics import outcome_message
 from explorer.widgets.tensor_run import tensor_run_panel
 from explorer.widgets.text import percent, plain, tensor_name
 from remat_core.analysis import describe_reason, module_groups
 from remat_core.graph import format_bytes
-from remat_core.schedule import describe_op, occurrences
+from remat_core.schedule import AllocatorConfig, AllocatorSettingError, describe_op, occurrences
 
 
 STEP_KEY = "w_timeline_step"
@@ -85,6 +86,32 @@ with right:
     st.dataframe([{"tensor": tensor_name(graph, n.id), "kind": n.kind, "size": format_bytes(n.mem),
                    "computed": f"{result.compute_counts.get(n.id, 0)}×" if not n.pinned else "pinned"}
                   for n in nodes], hide_index=True, width="stretch", height=260)
+
+st.subheader("Memory map")
+settings = st.text_input("Caching allocator settings", key="w_allocator", placeholder="PyTorch's defaults",
+                         help="As PYTORCH_CUDA_ALLOC_CONF writes them: max_split_size_mb:128, "
+                              "expandable_segments:True, roundup_power2_divisions:4 (comma-separated)")
+try:
+    allocator = AllocatorConfig.parse(settings)
+except AllocatorSettingError as e:
+    st.warning(f"{plain(str(e))}. The map below uses PyTorch's defaults.", icon=":material/tune:")
+    allocator = AllocatorConfig()
+figure, replayed, snapshot = memory_map(graph.content_hash, graph, solver, budget, options, state.time_limit(),
+                                        allocator.text())
+worst = max(range(len(replayed.fragmentation)), key=replayed.fragmentation.__getitem__, default=0)
+st.caption(f"Where each tensor lives in a GPU's memory if PyTorch's CUDA caching allocator "
+           f"({plain(allocator.text()) or 'default settings'}) serves this schedule: address by step, a rectangle "
+           f"per block, one colour per tensor; grey is reserved but free. It reserves "
+           f"**{format_bytes(replayed.peak_reserved)}** at most for {format_bytes(replayed.peak_allocated)} "
+           f"allocated (the simulator's peak: {format_bytes(stats['peak'])}); fragmentation peaks at "
+           f"{replayed.fragmentation[worst]:.0%} at step {worst}. Click a block to see why its tensor is where it is.")
+chosen_block = st.plotly_chart(figure, key="timeline_memory_map", on_select="rerun", selection_mode="points")
+clicked = [p["customdata"][0] for p in chosen_block.selection.points
+           if p.get("customdata")] if chosen_block and chosen_block.selection else []
+if clicked and clicked[0] in graph:
+    st.session_state[state.WHY_TENSOR] = clicked[0]
+    st.switch_page(page_path("why"))
+snapshot_download(snapshot, graph.name, solver, budget, key="timeline_snapshot")
 
 st.subheader("Lifetimes")
 choice = lifetime_controls(module_groups(graph))

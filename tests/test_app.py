@@ -488,7 +488,8 @@ def test_budget_scale_brackets_the_marks_with_float_steps(a, b):
 
 def lifetime_rows_shown(at: AppTest) -> list[str]:
     """The lifetime chart's row labels, top to bottom."""
-    spec = json.loads(at.get("plotly_chart")[1].proto.spec)
+    chart = next(c for c in at.get("plotly_chart") if "timeline_lifetimes" in c.proto.id)
+    spec = json.loads(chart.proto.spec)
     return list(reversed(spec["layout"]["yaxis"]["categoryarray"]))
 
 
@@ -697,3 +698,19 @@ def test_a_solve_still_queued_is_shown_as_a_job_and_the_page_draws_it_once_done(
     at.run()
     assert not at.exception and not any("queued" in c.value for c in at.caption)
     assert at.get(drawn)
+
+
+def test_the_timeline_maps_the_schedule_into_the_allocators_segments_and_reads_its_settings():
+    at = app("app_pages/timeline.py")
+    assert not at.exception
+    memory_map = next(c for c in at.get("plotly_chart") if "timeline_memory_map" in c.proto.id)
+    spec = json.loads(memory_map.proto.spec)
+    assert any(t.get("name") == "block" and t.get("customdata") for t in spec["data"])
+    caption = " ".join(c.value for c in at.caption)
+    assert "caching allocator" in caption and "reserves" in caption
+    at.text_input(key="w_allocator").input("expandable_segments:True").run()
+    assert not at.exception and not at.warning
+    assert "expandable_segments:True" in " ".join(c.value for c in at.caption).replace("\\", "")
+    at.text_input(key="w_allocator").input("max_split_size_mb:3").run()  # below PyTorch's 20: said, defaults used
+    assert not at.exception and ">= 20" in at.warning[0].value
+    assert any("timeline_memory_map" in c.proto.id for c in at.get("plotly_chart"))

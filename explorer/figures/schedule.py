@@ -1,5 +1,5 @@
 """The figures of the Schedule, Timeline and Why pages: the Pareto chart, and the memory timeline, lifetime
-chart and a tensor's neighbourhood of one solve; cached by the graph's content hash (the graph itself is
+chart, memory map (with its memory_viz snapshot) and a tensor's neighbourhood of one solve; cached by the graph's content hash (the graph itself is
 passed as ``_graph``).
 
 They are kept as plotly ``Figure`` objects (``st.cache_resource``, never mutated), not as dicts:
@@ -17,8 +17,9 @@ import streamlit as st
 
 from remat_core import ComputeGraph, Schedule
 from remat_core.analysis import ParetoCurve, tensor_neighbourhood
-from remat_core.schedule import simulation_of
-from remat_core.viz import lifetime_candidates, lifetime_chart, memory_timeline_figure, neighbourhood_html, pareto_figure
+from remat_core.schedule import AllocatorConfig, AllocatorReplay, replay, simulation_of, snapshot_pickle
+from remat_core.viz import (lifetime_candidates, lifetime_chart, memory_map_figure, memory_timeline_figure,
+                            neighbourhood_html, pareto_figure)
 
 from ..jobs.results import awaited_solve, options_key
 
@@ -58,6 +59,17 @@ def lifetime_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: i
     schedule = _feasible(_graph, solver, budget, options, time_limit)
     total = len(lifetime_candidates(_graph, schedule, recomputed_only, module))
     return lifetime_chart(_graph, schedule, max_rows=max_rows, recomputed_only=recomputed_only, module=module), total
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def memory_map(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
+               time_limit: float | None, allocator: str) -> tuple[go.Figure, AllocatorReplay, bytes]:
+    """One solve's allocations through the caching-allocator model with ``allocator``'s settings
+    (``PYTORCH_CUDA_ALLOC_CONF`` text, already checked): the memory map, the replay, and its memory_viz snapshot."""
+    schedule = _feasible(_graph, solver, budget, options, time_limit)
+    replayed = replay(_graph, schedule, AllocatorConfig.parse(allocator))
+    labels = {n.id: n.display_name for n in _graph.nodes}
+    return memory_map_figure(_graph, replayed), replayed, snapshot_pickle(replayed, labels)
 
 
 def _feasible(graph: ComputeGraph, solver: str, budget: int, options: tuple, time_limit: float | None) -> Schedule:

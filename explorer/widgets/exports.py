@@ -1,4 +1,4 @@
-"""Downloads: the graph, schedules, decompositions and tables, from the pages where they appear.
+"""Downloads: the graph, schedules, memory snapshots, decompositions and tables, from the pages where they appear.
 
 Tables go out with raw numbers (bytes, fractions, seconds), not the formatted text the pages show,
 so that a spreadsheet or a script can use them.
@@ -61,6 +61,14 @@ def schedule_download(outcome: SolveOutcome, graph: str, solver: str, budget: in
     json_download("Schedule JSON", lambda: json.dumps(outcome.schedule.to_json()),
                   f"{graph}-{solver}-{budget}.schedule.json", key,
                   "The schedule as remat-schedule JSON: ops, reasons and the simulator's stats.")
+
+
+def snapshot_download(snapshot: bytes, graph: str, solver: str, budget: int, key: str) -> None:
+    """The caching allocator's trace of a solve as a memory snapshot (pickle, protocol 4) for PyTorch's memory_viz."""
+    st.download_button("Memory snapshot", snapshot, file_name=f"{graph}-{solver}-{budget}.memory-snapshot.pickle",
+                       mime="application/octet-stream", icon=ICON, on_click="ignore", key=key,
+                       help="The allocator's trace and segments as PyTorch's memory snapshots hold them: drop the "
+                            "file on pytorch.org/memory_viz to browse it there")
 
 
 def decomposition_download(decomposition: Decomposition, separators: SeparatorTree, key: str) -> None:
