@@ -304,3 +304,15 @@ def test_allocator_arguments_that_do_not_fit_are_refused_with_what_would(tmp_pat
                    cwd=tmp_path).returncode == 0
     refused = run_cli("simulate", "g.json", "s.json", *args, cwd=tmp_path)
     assert refused.returncode == 2 and says in refused.stderr
+
+
+def test_a_fixed_schedule_placed_best_fit_needs_at_least_its_peak_and_a_slab_solver_fits_its_own_slab():
+    from remat_core.solvers.eviction.slab import aligned, placed_extent
+    graph = layered_training_chain([(3 + i % 4) * MiB + 100 for i in range(10)], [1.0] * 10, input_mem=MiB)
+    budget = round(checkpoint_all_peak(graph) * 0.7)
+    static = solve(graph, budget, "rotor")
+    assert placed_extent(graph, static) >= static.stats["peak"]
+    coop = solve(graph, placed_extent(graph, static), "coop")
+    assert coop.stats["peak"] <= placed_extent(graph, static)
+    everything = sum(aligned(m) for m in graph.mem)
+    assert placed_extent(graph, solve(graph, checkpoint_all_peak(graph), "checkpoint-all")) <= everything

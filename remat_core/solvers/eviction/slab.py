@@ -18,6 +18,11 @@ neighbours), and when a tensor does not fit:
 - ``dte-slab``: the same with ``m`` replaced by the contiguous free bytes the eviction would create
   (the tensor plus its free neighbours), Coop's DTE baseline.
 
+Tensors the step holds to its end (the graph's outputs: gradients accumulate into ``.grad``; the model's
+outputs and loss go to the caller) are never evicted, as in Coop, and are placed at the top of the slab (the
+highest free range that holds them), so that they do not cut the range evictions can free; nothing else is
+placed in the open space at the top by Coop's grouping.
+
 All three report Coop's fragmentation metric (``solver_info["fragmentation"]``): at every
 allocation that had to evict, the free bytes in the slab over the budget after the evictions, averaged.
 The schedule they return is checked by the simulator, which counts bytes: its peak is at most the
@@ -71,6 +76,11 @@ class Slab:
                 best, best_length = k, self.lengths[k]
         return best
 
+    def top_fit(self, length: int) -> int | None:
+        """The index of the highest free piece of at least ``length`` bytes."""
+        return next((k for k in range(len(self.owners) - 1, -1, -1)
+                     if self.owners[k] == FREE_RANGE and self.lengths[k] >= length), None)
+
     def place(self, k: int, tensor: int, length: int, high: bool) -> None:
         """Give ``tensor`` ``length`` bytes of free piece ``k``, at its low or high end."""
         start, rest = self.starts[k], self.lengths[k] - length
@@ -95,6 +105,14 @@ class Slab:
             self.lengths[k - 1] += self.lengths[k]
             self._delete(k)
 
+    def grow(self, length: int) -> None:
+        """``length`` more free bytes at the top (merged with a free last piece)."""
+        if self.owners[-1] == FREE_RANGE:
+            self.lengths[-1] += length
+        else:
+            self._insert(len(self.owners), self.size, length, FREE_RANGE)
+        self.size += length
+
     def free_bytes(self) -> int:
         return sum(length for length, owner in zip(self.lengths, self.owners) if owner == FREE_RANGE)
 
@@ -112,6 +130,38 @@ class Slab:
 
     def _delete(self, k: int) -> None:
         del self.starts[k], self.lengths[k], self.owners[k]
+
+
+def placed_extent(graph: ComputeGraph, schedule: Schedule) -> int:
+    """The smallest slab a fixed schedule fits in when its tensors are placed best fit, in order, at the low end of
+    the piece they get (sizes rounded to :data:`ALIGNMENT`; pinned tensors first): how far up the addresses go.
+
+    This is what a static (byte-counting) schedule needs at addresses, to set beside a slab solver's slab.
+    """
+    lengths = [aligned(m) if m > 0 else 0 for m in graph.mem]
+    slab = Slab(sum(lengths) + ALIGNMENT)
+    extent = 0
+
+    def place(v: int) -> None:
+        nonlocal extent
+        if lengths[v] and v not in slab.address:
+            k = slab.best_fit(lengths[v])
+            if k is None:  # fragmented past the room given: more room above
+                slab.grow(lengths[v])
+                k = slab.best_fit(lengths[v])
+            slab.place(k, v, lengths[v], high=False)
+            extent = max(extent, slab.address[v] + lengths[v])
+
+    for v, pinned in enumerate(graph.pinned):
+        if pinned:
+            place(v)
+    for action, node in schedule.ops:
+        v = graph.index[node]
+        if action == "compute":
+            place(v)
+        elif v in slab.address:
+            slab.release(v)
+    return extent
 
 
 class SlabEngine(EvictionEngine):
@@ -132,6 +182,8 @@ class SlabEngine(EvictionEngine):
         self.cheap = {v for v, d in density.items() if d < threshold}
         self.fragmentation: list[float] = []
         self.window_steps = 0
+        ends = [v for v in graph.output_idx if graph.nodes[v].kind == "other"]
+        self.held = set(graph.output_idx) | {u for v in ends for u in graph.pred_idx[v]}
         for v, pinned in enumerate(graph.pinned):
             if pinned and self.lengths[v]:
                 k = self.slab.best_fit(self.lengths[v])
@@ -140,6 +192,12 @@ class SlabEngine(EvictionEngine):
                                            f"the pinned tensors alone, each at an address rounded to {ALIGNMENT} "
                                            f"bytes, do not fit in a slab of {budget:,} bytes")
                 self.slab.place(k, v, self.lengths[v], high=False)
+
+    def _add(self, v: int) -> None:
+        """Only tensors a step may drop are candidates: not the graph's outputs nor what its end holds (gradients
+        accumulate into ``.grad`` and outputs go to the caller: as in Coop, they cannot be evicted)."""
+        if v not in self.held:
+            super()._add(v)
 
     def surely_feasible(self) -> int:
         """A slab that holds every tensor the graph computes, and the pinned ones, at once: nothing is ever evicted
@@ -151,13 +209,15 @@ class SlabEngine(EvictionEngine):
         length = self.lengths[v]
         if not length:
             return
-        k = self.slab.best_fit(length)
+        fit = self.slab.top_fit if v in self.held else self.slab.best_fit
+        k = fit(length)
         if k is None:
             while k is None:
                 self._evict_window(v, length) if self.window else self._evict_one(v)
-                k = self.slab.best_fit(length)
+                k = fit(length)
             self.fragmentation.append(self.slab.free_bytes() / self.budget)
-        self.slab.place(k, v, length, high=self.grouping and v in self.cheap)
+        topmost = k == self.slab.top_fit(1)  # the open space at the top is kept for what the step holds
+        self.slab.place(k, v, length, high=v in self.held or (self.grouping and v in self.cheap and not topmost))
 
     def vacate(self, v: int) -> None:
         if v in self.slab.address:

@@ -1,0 +1,33 @@
+"""One honest meter: the profiler's allocation events and a counting CPU allocator agree on every zoo model's step.
+
+Both meters run on the same eager training step (forward, backward, the gradients allocated), in a process of
+their own (``tests/meter_check.py``): the counting allocator stays installed once it is.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remat_core.frontends.zoo import list_models
+from remat_core.run import counting_allocator
+
+HERE = Path(__file__).resolve().parent
+SMALL = {"mlp": "batch_size=64", "gpt2": "batch_size=2,seq_len=32,depth=1",
+         "transformer": "batch_size=2,seq_len=32,depth=1"}
+"""Sizes that keep a model's step small here (images: batch 2 at 64 pixels unless named)."""
+
+
+@pytest.mark.skipif(not counting_allocator.available(), reason="the counting allocator needs a C++ compiler")
+def test_the_profiler_meter_and_the_counting_allocator_agree_within_1_percent_on_every_zoo_model():
+    names = list(list_models())
+    specs = [f"{name}:{SMALL.get(name, 'batch_size=2,image_size=64')}" for name in names]
+    run = subprocess.run([sys.executable, str(HERE / "meter_check.py"), *specs], capture_output=True, text=True,
+                         timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [r["model"] for r in rows] == specs
+    for row in rows:
+        assert row["profiler"] > 0 and abs(row["profiler"] - row["counting"]) <= 0.01 * row["counting"], row
