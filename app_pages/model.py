@@ -9,9 +9,9 @@ from explorer.state.models import (CHAIN_ACTIVATION_MIB, CHAIN_LAYERS, DAG_EDGE_
                                    generated_random_dag, generated_training_chain, upload_suffixes)
 from explorer.state.zoo import zoo_form
 from explorer.widgets.exports import graph_download
-from explorer.widgets.text import plain
+from explorer.widgets.text import plain, tensor_name
 from explorer.widgets.rows import figure_metric, wrapping_row
-from remat_core.analysis import graph_summary
+from remat_core.analysis import graph_summary, kernel_memory_rows
 from remat_core.graph import format_bytes
 from remat_core.viz import module_memory_figure
 
@@ -121,6 +121,16 @@ with left:
                 f"{format_bytes(summary.param_bytes)}, buffers {format_bytes(summary.buffer_bytes)}, inputs "
                 f"{format_bytes(summary.input_bytes)}.")
     graph_download(graph, key="model_download")
+    if summary.transient_nodes or summary.multi_output_calls:
+        st.markdown("**What kernels hold while they run**")
+        st.caption(f"{summary.transient_nodes:,} ops allocate temporaries or workspace beyond their output (up to "
+                   f"{format_bytes(summary.largest_transient)} at once), measured when the model was traced; "
+                   f"{summary.multi_output_calls:,} calls compute several outputs at once and hold all of them. "
+                   f"Every peak on these pages counts them.")
+        st.dataframe([{"tensor": tensor_name(graph, row["node"]), "temporaries": format_bytes(row["transient"]),
+                       "output": format_bytes(row["output"]),
+                       "call's other outputs": format_bytes(row["siblings_bytes"]) if row["call_outputs"] > 1 else "-"}
+                      for row in kernel_memory_rows(graph, 30)], hide_index=True, width="stretch", height=220)
 with right:
     st.markdown("**Memory by module**")
     if summary.has_modules:

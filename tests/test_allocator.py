@@ -316,3 +316,15 @@ def test_a_fixed_schedule_placed_best_fit_needs_at_least_its_peak_and_a_slab_sol
     assert coop.stats["peak"] <= placed_extent(graph, static)
     everything = sum(aligned(m) for m in graph.mem)
     assert placed_extent(graph, solve(graph, checkpoint_all_peak(graph), "checkpoint-all")) <= everything
+
+
+def test_the_summary_and_the_model_pages_table_name_what_kernels_hold():
+    from remat_core.analysis import graph_summary, kernel_memory_rows
+    nodes = [Node("x", MiB, 0, pinned=True), Node("a", MiB, 1, kernel="split"), Node("b", 2 * MiB, 1, kernel="split"),
+             Node("c", MiB, 1, transient=3 * MiB)]
+    graph = ComputeGraph(nodes, [("x", "a"), ("x", "b"), ("a", "c"), ("b", "c")], ["c"])
+    summary = graph_summary(graph)
+    assert (summary.transient_nodes, summary.largest_transient, summary.multi_output_calls) == (1, 3 * MiB, 1)
+    rows = kernel_memory_rows(graph)
+    assert [r["node"] for r in rows] == ["c", "a", "b"]  # by bytes held beyond the output: 3, 2 and 1 MiB
+    assert rows[1] == {"node": "a", "transient": 0, "output": MiB, "call_outputs": 2, "siblings_bytes": 2 * MiB}

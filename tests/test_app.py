@@ -714,3 +714,11 @@ def test_the_timeline_maps_the_schedule_into_the_allocators_segments_and_reads_i
     at.text_input(key="w_allocator").input("max_split_size_mb:3").run()  # below PyTorch's 20: said, defaults used
     assert not at.exception and ">= 20" in at.warning[0].value
     assert any("timeline_memory_map" in c.proto.id for c in at.get("plotly_chart"))
+
+
+def test_the_model_page_shows_what_kernels_hold_while_they_run():
+    at = app("app_pages/model.py")
+    assert not at.exception
+    assert any("What kernels hold while they run" in m.value for m in at.markdown)
+    table = next(d for d in at.dataframe if "temporaries" in d.value.columns)
+    assert len(table.value) > 0

@@ -17,7 +17,7 @@ from .overlay import SCHEDULE_STATUSES, STEP_STATUSES, NodeStatus, ViewStatus, s
 from .pareto import (CurvePoint, ParetoCurve, curve_point, curve_table, feasible_point, infeasible_point, reported_gap,
     solve_point)
 from .subgraph import module_subgraph
-from .summary import graph_summary, in_module, memory_by_module, module_groups
+from .summary import graph_summary, in_module, kernel_memory_rows, memory_by_module, module_groups
 from .views import (DEFAULT_VIEW_NODES, MAX_DRAWN_NODES, GraphView, Hierarchy, ViewNode, collapse, default_expansion,
     expand, expanded_to_depth, find, full_view, graph_view, hierarchy, reveal, selection_focus, topological_positions,
     view_node)
@@ -28,7 +28,7 @@ __all__ = ["Attempt", "CONSUMER", "Neighbourhood", "PRODUCER", "RECOMPUTED_WITH"
            "recomputed_with", "tensor_neighbourhood", "call_title", "CHANGE_ORDER", "collapse", "compare", "ComparisonRow", "curve_point", "curve_table",
            "CurvePoint", "default_expansion", "DEFAULT_VIEW_NODES", "describe_call", "describe_computation",
            "describe_reason", "expand", "expanded_to_depth", "explain_tensor", "feasible_point", "find", "FORWARD_BAND",
-           "full_view", "graph_summary", "graph_view", "GraphView", "Hierarchy", "hierarchy", "in_module",
+           "full_view", "graph_summary", "graph_view", "kernel_memory_rows", "GraphView", "Hierarchy", "hierarchy", "in_module",
            "infeasible_point", "layered_layout", "Layout", "LP_AVAILABLE", "lp_lower_bound", "MAX_DRAWN_NODES",
            "memory_by_module", "module_groups", "module_subgraph", "NodeStatus", "OnceThreshold", "pareto_optimal",
            "ParetoCurve", "recomputed_tensors", "recursion_walk", "RecursionWalk", "reported_gap", "reveal",

@@ -43,6 +43,12 @@ class GraphSummary:
         Cost of computing each needed node once.
     has_modules : bool
         Whether any node carries a ``module`` path.
+    transient_nodes : int
+        Nodes whose kernel allocates temporaries or workspace beyond its output while it runs.
+    largest_transient : int
+        The most bytes one kernel holds that way (0: none measured).
+    multi_output_calls : int
+        Calls that compute several nodes at once (each call allocates all of them).
     """
 
     name: str
@@ -60,6 +66,9 @@ class GraphSummary:
     lower_bound: int
     checkpoint_all_cost: float
     has_modules: bool
+    transient_nodes: int = 0
+    largest_transient: int = 0
+    multi_output_calls: int = 0
 
 
 def graph_summary(graph: ComputeGraph) -> GraphSummary:
@@ -83,7 +92,20 @@ def _summary_core(graph: ComputeGraph) -> GraphSummary:
         param_bytes=pinned_by_kind["param"], buffer_bytes=pinned_by_kind["buffer"],
         input_bytes=pinned_by_kind["input"], pinned_bytes=graph.pinned_bytes, activation_bytes=computed,
         checkpoint_all_peak=checkpoint_all_peak(graph), lower_bound=memory_lower_bound(graph),
-        checkpoint_all_cost=checkpoint_all_cost(graph), has_modules=any(n.module for n in graph.nodes))
+        checkpoint_all_cost=checkpoint_all_cost(graph), has_modules=any(n.module for n in graph.nodes),
+        transient_nodes=sum(1 for t in graph.transient if t), largest_transient=max(graph.transient, default=0),
+        multi_output_calls=len({n.kernel for n in graph.nodes if n.kernel}))
+
+
+def kernel_memory_rows(graph: ComputeGraph, limit: int = 50) -> list[dict[str, object]]:
+    """The nodes whose kernels hold the most beyond their outputs while they run, largest first: node id, bytes
+    held that way, the output's own bytes, and the other outputs of its call (a multi-output op)."""
+    siblings = graph.siblings
+    held = sorted((i for i, t in enumerate(graph.transient) if t or siblings[i]),
+                  key=lambda i: -(graph.transient[i] + sum(graph.mem[j] for j in siblings[i])))
+    return [{"node": graph.ids[i], "transient": graph.transient[i], "output": graph.mem[i],
+             "call_outputs": len(siblings[i]) + 1, "siblings_bytes": sum(graph.mem[j] for j in siblings[i])}
+            for i in held[:limit]]
 
 
 def module_prefix(module: str | None, depth: int) -> str:
