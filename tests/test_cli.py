@@ -222,3 +222,18 @@ def test_a_stopped_solve_says_so(tmp_path):
     assert out.returncode in (0, 3), out.stderr
     if out.returncode == 0:
         assert "stopped at the time limit of 2 s" in out.stderr
+
+
+@pytest.mark.parametrize("flag", ["--budget", "-b"])
+def test_a_negative_budget_gets_the_budgets_own_message_not_argparses(tmp_path, flag):
+    path = tmp_path / "g.json"
+    save_graph(training_chain(4, mem=1000), path)
+    out = run("solve", path, flag, "-5%")
+    assert out.returncode == 2 and "is negative" in out.stderr and "expected one argument" not in out.stderr
+
+
+def test_a_bare_number_below_the_lower_bound_says_it_was_read_as_bytes(tmp_path):
+    path = tmp_path / "g.json"
+    save_graph(training_chain(4, mem=1000), path)
+    out = run("solve", path, "--budget", "50")
+    assert out.returncode == 3 and "a bare number is bytes" in out.stderr and "50%" in out.stderr

@@ -51,9 +51,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+VALUE_OPTIONS = ("--budget", "-b", "--budgets")
+"""Options whose value may start with '-' (a negative budget): kept as their value, so the budget's own message
+says what is wrong, not argparse's "expected one argument"."""
+
+
+def _values_kept(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        if argv[k] in VALUE_OPTIONS and k + 1 < len(argv) and argv[k + 1].startswith("-") and argv[k + 1] != "--":
+            out.append(f"{argv[k]}={argv[k + 1]}" if argv[k].startswith("--") else f"{argv[k]}{argv[k + 1]}")
+            k += 2
+            continue
+        out.append(argv[k])
+        k += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_values_kept(sys.argv[1:] if argv is None else list(argv)))
     if args.debug:
         logging.getLogger("remat_core").setLevel(logging.DEBUG)  # the tracer then keeps torch's own logs
     try:

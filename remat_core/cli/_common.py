@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..batch import BACKENDS, Backend, open_backend
-from ..errors import SolverOptionError
+from ..errors import InfeasibleBudget, SolverOptionError
 from ..graph import ComputeGraph, parse_budget
-from ..schedule import AllocatorConfig, checkpoint_all_peak
+from ..schedule import AllocatorConfig, checkpoint_all_peak, memory_lower_bound
 from ..solvers import FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
 from ..store import STORE_ENV, STORED_AT, ResultStore, default_store_path, store_path, stored_solve
 
@@ -29,8 +29,20 @@ def print_json(doc: Any, compact: bool = False) -> None:
 
 
 def budget_arg(text: str, graph: ComputeGraph) -> int:
-    """A budget argument (bytes, with a unit, or a percent of the checkpoint-all peak) in bytes."""
-    return parse_budget(text, checkpoint_all_peak(graph))
+    """A budget argument (bytes, with a unit, or a percent of the checkpoint-all peak) in bytes.
+
+    A bare number is bytes; one below the graph's lower bound is refused (as infeasible) with the forms that were
+    probably meant (``50%``, ``50MiB``)."""
+    budget = parse_budget(text, checkpoint_all_peak(graph))
+    lower = memory_lower_bound(graph)
+    bare = text.strip().replace(".", "", 1).isdigit()
+    if bare and budget < lower:
+        number = text.strip()
+        raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "",
+                               f"below the lower bound of {lower:,} bytes that any schedule needs; a bare number is "
+                               f"bytes: for a percent of the checkpoint-all peak write {number}%, for a size "
+                               f"{number}MiB or {number}GiB")
+    return budget
 
 
 def option_args(pairs: Sequence[str]) -> dict[str, Any]:
