@@ -36,6 +36,8 @@ ZOO = {"resnet18": {"batch_size": 8, "image_size": 112}, "mobilenet_v2": {"batch
 SLAB_SOLVERS = ("coop", "dtr-slab", "dte-slab")
 BYTE_SOLVERS = ("dtr", "rotor", "lifetime-split", "checkmate-lp")
 TIME_LIMIT = 20.0
+NOTES = "## Reading the numbers"
+"""The heading of the notes written by hand below the table: a new run keeps them."""
 
 
 def graphs():
@@ -88,6 +90,7 @@ def main() -> None:
     text = table(rows)
     print(text)
     if not args.no_write:
+        kept = TABLE.read_text().partition(NOTES)[2] if TABLE.exists() else ""
         TABLE.write_text(f"""# Coop against DTR and the static solvers, at addresses
 
 Written by `bench/coop.py` on {datetime.date.today().isoformat()}. Slab solvers at a slab of the budget's size;
@@ -95,7 +98,7 @@ byte-counting solvers at byte budgets, their schedules then placed best fit in o
 A grid of {args.points} budgets from the lower bound to 110% of the checkpoint-all peak; {TIME_LIMIT:g} s per solve.
 
 {text}
-""")
+""" + (f"\n{NOTES}{kept}" if kept else ""))
 
 
 if __name__ == "__main__":
