@@ -237,3 +237,13 @@ def test_a_bare_number_below_the_lower_bound_says_it_was_read_as_bytes(tmp_path)
     save_graph(training_chain(4, mem=1000), path)
     out = run("solve", path, "--budget", "50")
     assert out.returncode == 3 and "a bare number is bytes" in out.stderr and "50%" in out.stderr
+
+
+def test_a_time_limited_solve_comes_back_from_the_store(tmp_path):
+    path = tmp_path / "g.json"
+    save_graph(training_chain(12, mem=1000), path)
+    store = tmp_path / "store.sqlite"
+    args = ("solve", path, "--budget", "60%", "--solver", "rotor", "--time-limit", "10", "--store", store)
+    first, again = run(*args), run(*args)
+    assert first.returncode == again.returncode == 0, first.stderr
+    assert "from the results store" not in first.stderr and "from the results store" in again.stderr
