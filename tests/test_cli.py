@@ -247,3 +247,13 @@ def test_a_time_limited_solve_comes_back_from_the_store(tmp_path):
     first, again = run(*args), run(*args)
     assert first.returncode == again.returncode == 0, first.stderr
     assert "from the results store" not in first.stderr and "from the results store" in again.stderr
+
+
+def test_a_search_stopped_at_its_time_limit_exits_5_not_3(tmp_path):
+    from remat_core.graph.generators import random_layered
+    path = tmp_path / "wide.json"
+    save_graph(random_layered(120, seed=3), path)
+    stopped = run("solve", path, "--budget", "68%", "--solver", "moccasin", "--time-limit", "0.05", "--no-store")
+    assert stopped.returncode == 5 and "stopped at its time limit" in stopped.stderr, stopped.stderr
+    proved = run("solve", path, "--budget", "1%", "--solver", "moccasin", "--no-store")  # below the bound: a proof
+    assert proved.returncode == 3

@@ -103,9 +103,9 @@ def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Calla
         outcomes = run_quick_heuristics(graph, budget, exclude=(solver,), deadline=deadline)
         best = cheapest(outcomes)
         if best is None:
-            raise InfeasibleBudget(budget, smallest_known_feasible(outcomes, refusal.smallest_feasible), solver,
-                                   f"{refusal.detail}; no other quick heuristic fits either "
-                                   f"({', '.join(o.solver for o in outcomes)})") from None
+            raise type(refusal)(budget, smallest_known_feasible(outcomes, refusal.smallest_feasible), solver,
+                                f"{refusal.detail}; no other quick heuristic fits either "
+                                f"({', '.join(o.solver for o in outcomes)})") from None
         inner = best.schedule.solver_info.get("strategy")
         return _relabelled(best, {**info, "strategy": f"fallback: {best.solver}" + (f" ({inner})" if inner else ""),
                                   "fallback": best.solver, "own_refusal": refusal.detail}, "fallback_info")
@@ -132,8 +132,8 @@ def prefer_cheaper_heuristic(graph: ComputeGraph, budget: int, solver: str, sear
         own = search()
     except InfeasibleBudget as refusal:
         if best is None:
-            raise InfeasibleBudget(budget, smallest_known_feasible(attempts, refusal.smallest_feasible), solver,
-                                   refusal.detail) from None
+            raise type(refusal)(budget, smallest_known_feasible(attempts, refusal.smallest_feasible), solver,
+                                refusal.detail) from None
         fixed = {"refusal": refusal.detail}
         why = f"the fixed-order search found no schedule within the budget; {best.solver}'s fits"
     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import InfeasibleBudget
+from ...errors import InfeasibleBudget, SearchStopped
 from ...graph import ComputeGraph, node_labels
 from ...schedule import Reason, Schedule, needed_topological_order, ops_from_computes, reason
 from ..bounds import peak_lower_bound
@@ -112,8 +112,8 @@ def lifetime_split(graph: ComputeGraph, budget: int, *, time_limit: float | None
         floor = min(o.floor for o in outcomes)
         why = ("stopped at the time limit" if deadline.expired() else
                "no lifetime split lowers the memory above the budget any further")
-        raise InfeasibleBudget(budget, floor, _RULE, f"{why}; splitting towards the lower bound reaches "
-                                                     f"{floor:,} bytes")
+        raise (SearchStopped if deadline.expired() else InfeasibleBudget)(
+            budget, floor, _RULE, f"{why}; splitting towards the lower bound reaches {floor:,} bytes")
     best = min(fitting, key=lambda o: o.timeline.cost)
     info = {"order": best.order, "recomputations": len(best.timeline.sequence) - len(set(best.timeline.sequence)),
             "costs": {o.order: o.timeline.cost for o in fitting}}

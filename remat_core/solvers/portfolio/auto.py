@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import InfeasibleBudget
+from ...errors import InfeasibleBudget, SearchStopped
 from ...graph import ComputeGraph
 from ...schedule import Schedule, checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak, simulate
 from ..bounds import peak_lower_bound
@@ -279,7 +279,8 @@ def _result(portfolio: _Portfolio, bound: int, fixed_order: dict[str, Any] | Non
         smallest = min(portfolio.floors, default=checkpoint_all_peak(graph))
         why = "stopped at the time limit before any phase found a schedule" if deadline.expired() else \
             f"no phase found a schedule ({', '.join(s['phase'] for s in portfolio.phases)})"
-        raise InfeasibleBudget(budget, smallest, "auto", f"{why}; not proved infeasible: every schedule needs at "
+        raise (SearchStopped if deadline.expired() else InfeasibleBudget)(
+            budget, smallest, "auto", f"{why}; not proved infeasible: every schedule needs at "
                                                          f"least {bound:,} bytes, no more is proved")
     lower = checkpoint_all_cost(graph)
     scope = _ALL_SCHEDULES

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InfeasibleBudget
+from ...errors import InfeasibleBudget, SearchStopped
 from ...graph import ComputeGraph
 from ...schedule import Schedule, checkpoint_all_cost, checkpoint_all_peak
 from ..checkpoint_all import checkpoint_all_if_it_fits
@@ -294,5 +294,8 @@ def checkmate_lp(graph: ComputeGraph, budget: int, *, time_limit: float | None =
             why = f"stopped at the time limit of {limit:g} s before a rounding fitted; raise the time limit"
         else:
             why = f"no rounding fitted after {len(result.attempts)} LP solve(s)"
-        raise InfeasibleBudget(budget, min(known) if known else None, "checkmate-lp", why)
+        stopped = result.lp_lower_bound != math.inf and (result.stopped or any(
+            a["status"].startswith("time_limit") for a in result.attempts))
+        raise (SearchStopped if stopped else InfeasibleBudget)(budget, min(known) if known else None, "checkmate-lp",
+                                                               why)
     return stage_schedule(grid, result.computes, rule=_RULE, because=_BECAUSE, solver_info=info)

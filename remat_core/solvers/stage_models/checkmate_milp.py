@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InfeasibleBudget
+from ...errors import InfeasibleBudget, SearchStopped
 from ...graph import ComputeGraph
 from ...schedule import Schedule, checkpoint_all_peak
 from ..checkpoint_all import checkpoint_all_if_it_fits
@@ -169,7 +169,9 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
                                   attempts)
         result = fixed_order_milp(grid, budget, deadline, start, mip_gap)
         if result.computes is None:
-            raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "checkmate-milp", result.refusal)
+            stopped = result.info.get("stopped_at_time_limit") or "within the time limit" in result.refusal
+            error = SearchStopped if stopped else InfeasibleBudget
+            raise error(budget, checkpoint_all_peak(graph), "checkmate-milp", result.refusal)
         return stage_schedule(grid, result.computes, rule=_RULE, because=_BECAUSE,
                               solver_info={**base_info, **info, **result.info})
 
@@ -254,7 +256,7 @@ def fixed_order_milp(grid: StageGrid, budget: int, deadline: Deadline,
         if solution.status != "optimal":  # its schedule overflows a stage left out, and there is no time to add it
             break
         stages = stages | overflow
-    if solution is not None and solution.status == "time_limit":
+    if solution is None or solution.status == "time_limit":
         info["stopped_at_time_limit"] = True
     if best is None:
         refusal = ("HiGHS proved that no frontier-advancing schedule of the topological order fits"

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...errors import InfeasibleBudget
+from ...errors import InfeasibleBudget, SearchStopped
 from ...graph import ComputeGraph
 from ...schedule import Schedule, checkpoint_all_peak
 from ..checkpoint_all import checkpoint_all_if_it_fits
@@ -335,8 +335,8 @@ def _search(grid: StageGrid, budget: int, deadline: Deadline, intervals: int, wo
         model = _IntervalModel(grid, grid.free_budget(budget), intervals, deadline)
     except TimeUp:
         if start is None:
-            raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "moccasin",
-                                   f"stopped at the time limit of {limit:g} s while building the model; raise the "
+            raise SearchStopped(budget, checkpoint_all_peak(graph), "moccasin",
+                                f"stopped at the time limit of {limit:g} s while building the model; raise the "
                                    f"time limit") from None
         return stage_schedule(grid, start[0], rule=_RULE, because=_BECAUSE, solver_info={
             **base, "hint": start[1], "hint_cost": start[2], "objective": start[2], "exact": False,
@@ -365,7 +365,8 @@ def _search(grid: StageGrid, budget: int, deadline: Deadline, intervals: int, wo
         detail = (f"CP-SAT proved that no schedule with at most {intervals} computations per node fits; "
                   f"try more intervals" if status == model.cp.INFEASIBLE else
                   f"CP-SAT found no schedule within {limit:g} s (status {info['status']}); raise the time limit")
-        raise InfeasibleBudget(budget, checkpoint_all_peak(graph), "moccasin", detail)
+        error = InfeasibleBudget if status == model.cp.INFEASIBLE else SearchStopped
+        raise error(budget, checkpoint_all_peak(graph), "moccasin", detail)
     lower = constant + solver.best_objective_bound / model.costs.scale if solved else None
     if solved:
         computes = model.computes(solver)
