@@ -257,3 +257,11 @@ def test_a_search_stopped_at_its_time_limit_exits_5_not_3(tmp_path):
     assert stopped.returncode == 5 and "stopped at its time limit" in stopped.stderr, stopped.stderr
     proved = run("solve", path, "--budget", "1%", "--solver", "moccasin", "--no-store")  # below the bound: a proof
     assert proved.returncode == 3
+
+
+def test_compare_names_the_mode_torchs_partitioner_ran_in(tmp_path):
+    path = tmp_path / "g.json"
+    save_graph(training_chain(6, mem=1000), path)
+    out = run("compare", path, "--budgets", "100%", "--solvers", "torch-partitioner", "--no-store")
+    assert out.returncode == 0, out.stderr
+    assert "torch-partitioner (sizes)" in out.stdout

@@ -99,12 +99,14 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
     lines = []
     for i, r in enumerate(rows):
         budget = f"{r.fraction:.0%} ({format_bytes(r.budget)})"
+        mode = r.solver_info.get("mode") if r.feasible else None
+        name = f"{r.solver} ({mode})" if isinstance(mode, str) else r.solver
         if r.feasible:
-            cells = [r.solver, budget, "yes", format_bytes(r.peak), f"{r.overhead:+.1%}", str(r.recomputed_nodes)]
+            cells = [name, budget, "yes", format_bytes(r.peak), f"{r.overhead:+.1%}", str(r.recomputed_nodes)]
         else:
             needs = ("refused" if r.refused else
                      f"no (fits at {format_bytes(r.smallest_feasible)})" if r.smallest_feasible is not None else "no")
-            cells = [r.solver, budget, needs, "-", "-", "-"]
+            cells = [name, budget, needs, "-", "-", "-"]
         cells.append(f"{r.seconds:.3f}{' stored' if r.from_store else ''}")
         gap = reported_gap(r.solver_info) if r.feasible else None
         cells.append(f"{gap:.2%}" if gap is not None else "-")
@@ -126,7 +128,9 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
                f"Checkmate's LP lower bound on the overhead of frontier-advancing schedules in the graph's fixed "
                f"topological order, not of all schedules (else why there is none: infeasible, unproven in the "
                f"time limit, refused: too large, skipped); 'stored': read from the results store, with the seconds "
-               f"of the solve that stored it")
+               f"of the solve that stored it; a solver name with a mode in parentheses says which way it ran (torch-"
+               f"partitioner: traced = torch's partitioner on the model's own FX graph, sizes = its rules applied to "
+               f"the graph file's sizes)")
     if addressed:
         out.append("frag = Coop's fragmentation metric, for solvers that place tensors at addresses in a slab of the "
                    "budget's size: the free bytes of the slab over the budget at each allocation that had to evict, "
