@@ -48,6 +48,8 @@ CASES = {"mlp": {"batch_size": 4096}, "resnet18": {"batch_size": 16, "image_size
          "gpt2": {"batch_size": 8, "seq_len": 128, "depth": 2}}
 """Issue 23's sizes: small inputs where activations, not weights, fill the step."""
 SOLVER, TIME_LIMIT = "auto", 10.0
+NOTES = "## Reading the numbers"
+"""The heading of the notes written by hand below the tables: a new run keeps them."""
 BEFORE = """| model (batch, options) | simulated checkpoint-all vs measured eager step | plan: measured vs simulated | sac: measured vs simulated | plan: measured + weights, of budget | sac: of budget |
 |---|---|---|---|---|---|
 | mlp (4096) | -0.2% | +0.0% | +25.0% | 1.000 | 1.183 |
@@ -225,7 +227,8 @@ on a GPU `torch.cuda.max_memory_allocated`). The second meter, a counting wrappe
 allocator, reads the same step by another road; `tests/test_meter.py` checks the two agree within 1% on every
 zoo model.
 """
-    TABLE.write_text(text)
+    kept = TABLE.read_text().partition(NOTES)[2] if TABLE.exists() else ""
+    TABLE.write_text(text + (f"\n{NOTES}{kept}" if kept else ""))
     DATA.write_text(json.dumps(rows, indent=1))
     figure(rows, FIGURE)
 
