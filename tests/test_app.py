@@ -30,7 +30,7 @@ from explorer.state.models import default_model
 from explorer.widgets.budget import budget_scale
 from explorer.widgets.exports import comparison_records, csv_text, diff_records, graph_json
 from explorer.widgets.text import percent, plain
-from remat_core import checkpoint_all_peak, list_solvers, memory_lower_bound, parse_budget, parse_graph
+from remat_core import checkpoint_all_peak, get_solver, list_solvers, memory_lower_bound, parse_budget, parse_graph
 from remat_core.analysis.comparison import sweep_budgets
 from remat_core.analysis.explain import schedule_diff
 from remat_core.frontends.trace import trace_zoo_model
@@ -239,12 +239,15 @@ def test_switching_solver_works(solver):
     graph = training_chain(8, mem=2**20)
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = state.default_budget(graph)
-    at.session_state[state.TIME_LIMIT] = 1.0
+    # (a search gets more: the sweeps of the solvers tested before it may still hold the CPU, and a search
+    # stopped at its limit shows no metrics)
+    limit = 10.0 if get_solver(solver).tags.searching else 1.0
+    at.session_state[state.TIME_LIMIT] = limit
     at.switch_page("app_pages/schedule.py").run()
     at.selectbox(key="w_solver").set_value(solver).run()
     assert not at.exception, at.exception
     assert at.session_state[state.SOLVER] == solver and plain(solver) in sidebar_text(at)
-    outcome = awaited_solve(graph, at.session_state[state.BUDGET], solver, (), 1.0)  # the exact solve, waited for
+    outcome = awaited_solve(graph, at.session_state[state.BUDGET], solver, (), limit)  # the exact solve, waited for
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     if solver in ("checkpoint-all", "torch-partitioner"):
