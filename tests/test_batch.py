@@ -185,3 +185,14 @@ def test_a_ray_worker_killed_mid_task_is_retried_and_the_grid_completes(tmp_path
     local = run_grid({graph.content_hash: graph}, cells, InProcess(), None)
     assert [outcomes[c].feasible for c in cells] == [local[c].feasible for c in cells]
     assert store.stats()["entries"] == len(cells)
+
+
+def test_a_study_traces_zoo_models_with_the_options_trace_takes(tmp_path):
+    out = _cli("study", "mlp", "--option", "width=32", "--option", "depth=2", "--batch", "8", "--level", "module",
+              "--solvers", "checkpoint-all", "--budgets", "100%", "--no-store", "--out", tmp_path / "out")
+    assert out.returncode == 0, out.stderr
+    names = [g["name"] for g in json.loads((tmp_path / "out" / "results.json").read_text())["graphs"]]
+    assert names == ["mlp (batch_size=8, depth=2, width=32)"]
+    bad = _cli("study", "mlp", "--option", "colour=red", "--solvers", "rotor", "--budgets", "90%", "--no-store",
+              "--out", tmp_path / "bad")
+    assert bad.returncode == 2 and "colour" in bad.stderr

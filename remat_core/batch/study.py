@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..analysis import ParetoCurve, curve_point
 from ..errors import BudgetError
@@ -68,15 +68,17 @@ class Study:
         return [o for o in self.outcomes.values() if o.status == FAILED]
 
 
-def load_study_graph(source: str, level: str = "op", batch_size: int | None = None) -> ComputeGraph:
+def load_study_graph(source: str, level: str = "op", batch_size: int | None = None, cost: str = "flops",
+                     options: Mapping[str, Any] | None = None) -> ComputeGraph:
     """``source`` as a graph: a graph file (any format ``load_graph`` reads), else a zoo model or an
-    ``.onnx``/``.pt2`` file traced as ``python -m remat_core trace`` does."""
+    ``.onnx``/``.pt2`` file traced as ``python -m remat_core trace`` does (at ``batch_size``, ``level``,
+    ``cost`` and with the model's ``options``, such as ``image_size``)."""
     path = Path(source)
     if path.is_file() and path.suffix.lower() not in (".onnx", ".pt2"):
         return load_graph(path)
     from ..frontends import trace_source
 
-    return trace_source(source, batch_size=batch_size, level=level)
+    return trace_source(source, batch_size=batch_size, level=level, cost=cost, options=dict(options or {}))
 
 
 def study_cells(graphs: Sequence[ComputeGraph], solvers: Sequence[str], budgets: Sequence[str],

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from ..batch import Study, load_study_graph, run_study, study_cells, write_study
 from ..errors import UnknownSolver
-from ..graph import format_bytes, load_graph
+from ..graph import COST_MODELS, format_bytes, load_graph
 from ..solvers import get_solver
 from ..store import EXPORT_COLUMNS, ResultStore, StoreError, store_path
-from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, comma_list, outcome_exit,
-                      print_json, store_of)
+from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, comma_list, option_args,
+                      outcome_exit, print_json, store_of)
 from ._progress import ProgressBar
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -128,6 +128,11 @@ def add_study_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--level", choices=("op", "module"), default="op", help="traced models: op (default) or module "
                                                                            "level")
     p.add_argument("--batch", type=int, default=None, help="traced models: the batch size (default: the model's)")
+    p.add_argument("--cost", choices=COST_MODELS, default="flops",
+                   help="traced models: node costs, as 'trace' takes them (default flops)")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="traced models: a zoo model option (image_size=128, depth=4) or an ONNX symbolic dimension, "
+                        "as 'trace' takes it (repeatable; every traced model gets it)")
     add_store_args(p)
     add_backend_args(p)
 
@@ -140,7 +145,8 @@ def cmd_study(args: argparse.Namespace) -> int:
     for solver in solvers:
         get_solver(solver)
     backend, store = backend_of(args), store_of(args)
-    graphs = [load_study_graph(source, args.level, args.batch) for source in args.graphs]
+    options = option_args(args.option)
+    graphs = [load_study_graph(source, args.level, args.batch, args.cost, options) for source in args.graphs]
     total = len({cell for _, _, cell in study_cells(graphs, solvers, budgets, args.time_limit)})
     progress = ProgressBar(total, "study")
     started = time.monotonic()
