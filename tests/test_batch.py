@@ -196,3 +196,14 @@ def test_a_study_traces_zoo_models_with_the_options_trace_takes(tmp_path):
     bad = _cli("study", "mlp", "--option", "colour=red", "--solvers", "rotor", "--budgets", "90%", "--no-store",
               "--out", tmp_path / "bad")
     assert bad.returncode == 2 and "colour" in bad.stderr
+
+
+def test_the_study_pareto_page_names_its_graph_and_says_when_nothing_fits(tmp_path):
+    graph = training_chain(6, mem=1000, name="nothing-fits")
+    save_graph(graph, tmp_path / "g.json")
+    out = _cli("study", tmp_path / "g.json", "--solvers", "checkpoint-all", "--budgets", "50%", "--no-store",
+               "--out", tmp_path / "out")
+    assert out.returncode == 0, out.stderr
+    page = next((tmp_path / "out").glob("pareto-*.html")).read_text()
+    assert "nothing-fits: cost overhead by budget (0 of 1 solves found a schedule)" in page
+    assert "No solver found a schedule within any budget of this study" in page

@@ -19,11 +19,12 @@ from typing import Any, Mapping, Sequence
 
 from ..analysis import ParetoCurve, curve_point
 from ..errors import BudgetError
-from ..graph import ComputeGraph, load_graph, parse_budget
+from ..graph import ComputeGraph, format_bytes, load_graph, parse_budget
 from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
 from ..solvers import FAILED, SolveOutcome
 from ..store import ResultStore
 from ..viz import pareto_figure
+from ..viz.palette import plotly_text
 from .backends import Backend
 from .cells import Cell
 from .grid import OnResult, run_grid
@@ -152,7 +153,19 @@ def _pareto(study: Study, graph: ComputeGraph) -> Any:
         points = {cell.budget: curve_point(o) for cell, o in study.outcomes.items()
                   if cell.graph == graph.content_hash and cell.solver == solver}
         curves.append(ParetoCurve(solver, {}, tuple(points[b] for b in sorted(points)), checkpoint_all_cost(graph)))
-    return pareto_figure(curves, lower_bound=memory_lower_bound(graph), checkpoint_all_peak=checkpoint_all_peak(graph))
+    figure = pareto_figure(curves, lower_bound=memory_lower_bound(graph),
+                           checkpoint_all_peak=checkpoint_all_peak(graph))
+    feasible = sum(len(c.feasible_points) for c in curves)
+    solves = sum(len(c.points) for c in curves)
+    title = f"{plotly_text(graph.name)}: cost overhead by budget ({feasible} of {solves} solves found a schedule)"
+    figure.update_layout(title={"text": title, "x": 0, "xanchor": "left"}, margin={"t": 90})
+    if not feasible:
+        named = [b for b in (c.smallest_feasible() for c in curves) if b is not None]
+        hint = (f"the smallest budget any solver named as feasible is {format_bytes(min(named))}" if named else
+                "no solver named a budget that fits")
+        figure.add_annotation(text=f"No solver found a schedule within any budget of this study: {hint}.",
+                              xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 15})
+    return figure
 
 
 def _file_names(graphs: Sequence[ComputeGraph]) -> list[str]:
