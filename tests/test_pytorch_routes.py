@@ -159,3 +159,17 @@ def test_compile_saves_a_random_op_it_would_redraw_and_says_so():
     dropouts = [u for u in report.uncontrolled if "random op" in u.reason]
     assert dropouts and all(u.bytes > 0 and "dropout" in u.tensor for u in dropouts)
     assert report.summary()["uncontrolled_bytes"] == sum(u.bytes for u in report.uncontrolled)
+
+
+def test_execute_answers_in_seconds_by_default_and_says_when_a_longer_search_might_help():
+    from remat_core.cli import build_parser
+    from remat_core.cli.models import EXECUTE_TIME_LIMIT, _search_note
+    args = build_parser().parse_args(["execute", "mlp", "--budget", "90%"])
+    assert args.time_limit == EXECUTE_TIME_LIMIT <= 10
+    from remat_core import Schedule
+    stopped = Schedule.from_ops([], solver_info={"stopped_at_time_limit": True, "mip_gap": 0.12}).with_updates(
+        stats={"overhead": 0.3})
+    note = _search_note("auto", stopped, 5.0)
+    assert "stopped at the time limit of 5 s" in note and "+30.0%" in note and "12.0%" in note
+    finished = stopped.with_updates(solver_info={})
+    assert _search_note("auto", finished, 5.0) is None

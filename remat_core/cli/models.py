@@ -8,6 +8,7 @@ import argparse
 import sys
 from collections import Counter
 
+from ..analysis import reported_gap
 from ..errors import InfeasibleBudget
 from ..graph import COST_MODELS, format_bytes
 from ..run import GRADIENT_TOLERANCE, VIAS, StepReport
@@ -16,6 +17,8 @@ from ..solvers import DEFAULT_SOLVER, solve
 from ._common import EXIT_INVALID_SCHEDULE, EXIT_OK, Command, budget_arg, option_args, print_json
 
 TRACE_LEVELS = ("op", "module")
+EXECUTE_TIME_LIMIT = 5.0
+"""Seconds ``execute``'s solve may take by default: the step it plans for runs in seconds."""
 
 
 def _add_model_source_args(p: argparse.ArgumentParser) -> None:
@@ -88,7 +91,9 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
     _add_model_source_args(p)
     p.add_argument("--budget", "-b", required=True, help="bytes, with a unit, or a percent of the checkpoint-all peak")
     p.add_argument("--solver", "-s", default=DEFAULT_SOLVER, help=f"solver name (default {DEFAULT_SOLVER})")
-    p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
+    p.add_argument("--time-limit", type=float, default=EXECUTE_TIME_LIMIT,
+                   help=f"seconds the solver may spend (default {EXECUTE_TIME_LIMIT:g}: the step itself takes "
+                        f"seconds; a search stopped there says so, and a longer limit may find a cheaper plan)")
     p.add_argument("--solver-option", action="append", default=[], metavar="NAME=VALUE",
                    help="a solver option (repeatable)")
     p.add_argument("--via", choices=VIAS, default=VIAS[0],
@@ -119,6 +124,9 @@ def cmd_execute(args: argparse.Namespace) -> int:
     except InfeasibleBudget as refusal:
         raise InfeasibleBudget(refusal.budget, refusal.smallest_feasible, refusal.solver,
                                "; ".join(filter(None, [refusal.detail, _budget_scale(graph)]))) from refusal
+    note = _search_note(args.solver, schedule, args.time_limit)
+    if note:
+        sys.stderr.write(f"note: {note}\n")
     report = train_step(graph, schedule, args.via, tolerance=args.tolerance)
     if args.json:
         print_json({"graph": graph.name, "solver": args.solver, "budget": budget,
@@ -133,6 +141,16 @@ def cmd_execute(args: argparse.Namespace) -> int:
                          f"(largest gradient {report.max_gradient:.3g}, tolerance {args.tolerance:g} relative)\n")
         return EXIT_INVALID_SCHEDULE
     return EXIT_OK
+
+
+def _search_note(solver: str, schedule, time_limit: float | None) -> str | None:
+    """What a plan found by a search that stopped at its time limit might still gain, for stderr."""
+    if not schedule.solver_info.get("stopped_at_time_limit") or time_limit is None:
+        return None
+    gap = reported_gap(schedule.solver_info)
+    proved = f"; it is proved within {gap:.1%} of the best plan in its search space" if gap is not None else ""
+    return (f"{solver} stopped at the time limit of {time_limit:g} s with a plan {schedule.stats['overhead']:+.1%} "
+            f"over checkpoint-all's cost{proved}; a longer --time-limit may find a cheaper one")
 
 
 def _budget_scale(graph) -> str:
