@@ -342,3 +342,14 @@ def test_pareto_figure_draws_a_shared_lp_bound_instead_of_per_solver_bounds():
     fig = pareto_figure([curve], lower_bound=90, checkpoint_all_peak=200, best_possible=[(200, 0.0), (100, 0.05)])
     bounds = [t for t in fig.data if t.name.startswith("best possible")]
     assert [t.name for t in bounds] == ["best possible in topological order (LP bound)"] and list(bounds[0].y) == pytest.approx([5.0, 0.0])
+
+
+@pytest.mark.parametrize("max_frames", [5, 1000])
+def test_the_timelines_slider_starts_at_the_step_its_cursor_shows(max_frames):
+    graph = training_chain(30, mem=10)
+    schedule = solve(graph, int(checkpoint_all_peak(graph) * 0.6), "rotor")
+    fig = memory_timeline_figure(graph, schedule, max_frames=max_frames)
+    slider = fig.layout.sliders[0]
+    peak_step = schedule.simulation.peak_step
+    assert slider.steps[slider.active].label == str(peak_step) != str(len(schedule.ops) - 1)
+    assert list(fig.data[-1].x)[0] == peak_step  # the cursor, where the Timeline page's step panel starts too

@@ -143,7 +143,7 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
                               prefix="peak · " if upto is None and cursor_step == result.peak_step else "")],
         shapes=_future_mask(last, n_ops) if upto is not None else []))
     if animate and n_ops and upto is None:
-        _add_animation(fig, graph, result, occurrence, kinds.total, unit, y_top, cursor_index, max_frames)
+        _add_animation(fig, graph, result, occurrence, kinds.total, unit, y_top, cursor_index, max_frames, cursor_step)
     return fig
 
 
@@ -166,8 +166,11 @@ def _future_mask(step: int, n_ops: int) -> list[dict]:
              "fillcolor": "rgba(255,255,255,0.82)", "line": {"width": 0}, "layer": "above"}]
 
 
-def _add_animation(fig: go.Figure, graph, result, occurrence, total, unit, y_top, cursor_index, max_frames) -> None:
-    steps = frame_steps(len(result.ops), max_frames)
+def _add_animation(fig: go.Figure, graph, result, occurrence, total, unit, y_top, cursor_index, max_frames,
+                   shown: int) -> None:
+    """Frames with Play/Pause and a step slider; the slider starts at ``shown``, the step the cursor (and the page's
+    step panel) shows, so that both name the same step."""
+    steps = sorted(set(frame_steps(len(result.ops), max_frames)) | {shown})
     fig.frames = [go.Frame(name=str(s), data=[_cursor(s, y_top)], traces=[cursor_index],
                            layout={"annotations": [_op_note(graph, result, s, occurrence, total, unit)],
                                    "shapes": _future_mask(s, len(result.ops))})
@@ -180,7 +183,7 @@ def _add_animation(fig: go.Figure, graph, result, occurrence, total, unit, y_top
                       "yanchor": "top", "showactive": False, "pad": {"t": 0, "r": 8},
                       "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
                                   {"label": "❚❚ Pause", "method": "animate", "args": [[None], pause]}]}],
-        sliders=[{"active": len(steps) - 1, "x": 0.2, "len": 0.8, "y": -0.17, "yanchor": "top", "pad": {"t": 0},
+        sliders=[{"active": steps.index(shown), "x": 0.2, "len": 0.8, "y": -0.17, "yanchor": "top", "pad": {"t": 0},
                   "currentvalue": {"prefix": "step ", "xanchor": "right", "font": {"size": 11}}, "ticklen": 3,
                   "font": {"size": 10},
                   "steps": [{"label": str(s), "method": "animate",
