@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import pickle
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from ..errors import RematError
 from ..graph import ComputeGraph
@@ -454,6 +454,12 @@ class AllocatorReplay:
     segments: tuple[Segment, ...] = field(repr=False, default=())
 
     @property
+    def peaks(self) -> dict[str, int]:
+        """``peak_reserved`` and ``peak_allocated``: the figures a schedule solved on reserved bytes carries in its
+        stats."""
+        return {"peak_reserved": self.peak_reserved, "peak_allocated": self.peak_allocated}
+
+    @property
     def fragmentation(self) -> tuple[float, ...]:
         """After each op: the share of the free reserved bytes that is not in the largest free block (0: all in one)."""
         return tuple(0.0 if r == a else 1.0 - f / (r - a)
@@ -555,7 +561,3 @@ def snapshot_pickle(replay_result: AllocatorReplay, labels: Mapping[str, str] | 
     drop on pytorch.org/memory_viz."""
     return pickle.dumps(memory_viz_snapshot(replay_result, labels), protocol=4)
 
-
-def events_of(trace: Iterable[dict], action: str) -> list[dict]:
-    """The trace entries of one ``action`` (``alloc``, ``segment_alloc``...)."""
-    return [e for e in trace if e["action"] == action]

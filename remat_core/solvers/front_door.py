@@ -111,7 +111,7 @@ def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_lim
         schedule = _solved_with_workspaces(function, graph, asked, time_limit, options)
         replayed = replay(graph, schedule, allocator)
         if replayed.peak_reserved <= budget:
-            return schedule, {"peak_reserved": replayed.peak_reserved, "peak_allocated": replayed.peak_allocated}
+            return schedule, replayed.peaks
         if asked == lower:
             break
         asked = max(lower, asked - max(replayed.peak_reserved - budget, (asked - lower) // 10))

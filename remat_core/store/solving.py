@@ -58,8 +58,7 @@ def simulated(graph: ComputeGraph, schedule: Schedule, budget: int, solve_second
     result = simulate(graph, schedule, budget=budget)
     stats = {**schedule_stats(graph, result), "solve_seconds": solve_seconds}
     if allocator is not None:
-        replayed = replay(graph, schedule, allocator)
-        stats.update(peak_reserved=replayed.peak_reserved, peak_allocated=replayed.peak_allocated)
+        stats.update(replay(graph, schedule, allocator).peaks)
     return schedule.with_updates(graph=graph.name, budget=budget, simulation=result, stats=stats)
 
 
