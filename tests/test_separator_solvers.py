@@ -10,7 +10,7 @@ from strategies import compute_graphs, structured_graphs, training_graphs
 from remat_core import (DecompositionError, InfeasibleBudget, SolverLimitExceeded, checkpoint_all_cost,
                         checkpoint_all_peak, list_solvers, memory_lower_bound, simulate, solve)
 from remat_core.decompose import path_decomposition, separator_tree, tree_decomposition
-from remat_core.graph.generators import k_tree, random_dag, random_tree, series_parallel, training_chain
+from remat_core.graph.generators import k_tree, random_dag, random_layered, random_tree, series_parallel, training_chain
 from remat_core.solvers import find_solvers
 from remat_core.solvers.quick import quick_solver_names
 from remat_core.solvers.separators.recursion import PURE_REUSE_COMPUTES_PER_NODE, pure_bounds, separator_hierarchy
@@ -193,27 +193,22 @@ def test_linear_on_a_long_training_chain_is_a_sqrt_scheme():
 
 # -- budget behaviour ---------------------------------------------------------------------------------
 
-MONOTONE_TOLERANCE = 0.25
-"""A bigger budget may cost up to 25% more than a smaller one (see docs/algorithms.md: the fits-budget
-decisions and the greedy eviction replay are not monotone); measured worst on these graphs: ~22%."""
-
-
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("graph", [training_chain(40), k_tree(60, 3, seed=1), series_parallel(60, seed=3),
-                                   random_dag(40, 0.1, seed=2), random_tree(50, seed=4)], ids=lambda g: g.name)
-def test_a_bigger_budget_costs_no_more_up_to_the_tolerance(solver, graph):
-    """Among the solver's own plans, and among the fallback's: where the fallback hands over to the own
-    plans the cost can jump (docs/algorithms.md: the own plans are shown as they are)."""
+                                   random_dag(40, 0.1, seed=2), random_tree(50, seed=4),
+                                   random_layered(100, seed=0)], ids=lambda g: g.name)
+def test_a_bigger_budget_never_costs_more(solver, graph):
+    """More memory never costs more: at each budget the cheapest of the solver's own plan and the quick
+    portfolio's (issue: ``treewidth`` cost +0% at 90% of the peak through its fallback, then +577% at 92.7%
+    where its own recursion first fitted)."""
     lower, peak = memory_lower_bound(graph), checkpoint_all_peak(graph)
     costs = []
     for k in range(13):
         s = solve_checked(graph, int(lower + (peak - lower) * k / 12), solver)
         if s is not None:
-            costs.append((s.stats["cost"], s.solver_info["strategy"].startswith("fallback: ")))
-    assert costs and costs[-1][0] == checkpoint_all_cost(graph)
-    for (smaller, fell_back), (bigger, falls_back) in zip(costs, costs[1:]):
-        if fell_back == falls_back:
-            assert bigger <= smaller * (1 + MONOTONE_TOLERANCE)
+            costs.append(s.stats["cost"])
+    assert costs and costs[-1] == checkpoint_all_cost(graph)
+    assert all(bigger <= smaller + 1e-9 for smaller, bigger in zip(costs, costs[1:])), costs
 
 
 def registered_heuristics():
@@ -255,16 +250,28 @@ def test_never_refused_where_any_heuristic_fits(graph, fraction):
 ], ids=["random-dag", "k-tree"])
 def test_a_solver_whose_decomposition_fails_falls_back_on_another(graph, budget, fits_own):
     """Budgets the audit found refused while another separator solver met them."""
-    own = {solver: solve_checked(graph, budget, solver) for solver in fits_own}
+    own = {solver: solve_checked(graph, budget, solver, fallback=False) for solver in fits_own}
     for solver in SOLVERS:
         s = solve_checked(graph, budget, solver)
-        fallback = s.solver_info["strategy"].startswith("fallback: ")
-        assert fallback == (solver not in fits_own)
-        if fallback:  # the cheapest quick heuristic: another separator solver's plan, or a cheaper one
-            assert s.solver_info["fallback"] in quick_solver_names() and s.solver_info["own_refusal"]
+        if solver not in fits_own:  # the cheapest quick heuristic: another separator solver's plan, or a cheaper one
+            assert s.solver_info["strategy"].startswith("fallback: ") and s.solver_info["own_refusal"]
+            assert s.solver_info["fallback"] in quick_solver_names()
             assert s.stats["cost"] <= min(o.stats["cost"] for o in own.values())
             with pytest.raises(InfeasibleBudget):
                 solve(graph, budget, solver, fallback=False)
+        else:
+            assert s.stats["cost"] <= own[solver].stats["cost"]
+
+
+def test_a_heuristic_that_costs_less_than_the_own_plan_wins():
+    """Where the recursion fits but a quick heuristic's plan costs less, the heuristic's is returned, saying what
+    the own plan would have cost."""
+    graph = random_layered(100, seed=0)
+    budget = int(checkpoint_all_peak(graph) * 0.9)
+    own = solve(graph, budget, "treewidth", fallback=False)
+    s = solve(graph, budget, "treewidth")
+    assert s.stats["cost"] < own.stats["cost"] == s.solver_info["own_cost"]
+    assert s.solver_info["strategy"].startswith("fallback: ") and "own_refusal" not in s.solver_info
 
 
 @pytest.mark.parametrize("solver", ["treewidth", "pathwidth"])
@@ -314,11 +321,11 @@ def _ancestors(graph, node):
 
 def test_solver_info_reports_the_decomposition_and_strategy():
     g = training_chain(40)
-    s = solve(g, checkpoint_all_peak(g) // 2, "treewidth")
+    s = solve(g, checkpoint_all_peak(g) // 2, "treewidth", fallback=False)
     info = s.solver_info
     assert info["width"] == 2 and info["bags"] == len(tree_decomposition(g)) and info["decomposition"] == "tree"
     assert info["strategy"] and info["separator_height"] >= 1
-    lin = solve(g, checkpoint_all_peak(g) // 2, "pathwidth-linear")
+    lin = solve(g, checkpoint_all_peak(g) // 2, "pathwidth-linear", fallback=False)
     assert lin.solver_info["segments"] == len(lin.solver_info["cut_bags"]) + 1
 
 
@@ -336,7 +343,7 @@ def test_recursion_limit_is_a_clear_error_when_pure_and_a_fallback_when_budget_a
     g = training_chain(40)
     with pytest.raises(SolverLimitExceeded, match="max_recursion_computes"):
         solve(g, 10**9, "treewidth", budget_aware=False, max_recursion_computes=10)
-    s = solve(g, checkpoint_all_peak(g) // 2, "treewidth", max_recursion_computes=10)
+    s = solve(g, checkpoint_all_peak(g) // 2, "treewidth", max_recursion_computes=10, fallback=False)
     assert "checkpoint-all" in s.solver_info["strategy"]
 
 

@@ -525,3 +525,91 @@ def test_bad_input_raises_trace_errors_that_say_what_would_work(call, message):
     with pytest.raises(TraceError) as info:
         call()
     assert message in str(info.value)
+
+
+LOSS_FACTORIES = '''
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+def _step(batch_size):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 5)), torch.randn(batch_size, 16), \\
+        torch.randint(0, 5, (batch_size,))
+
+def captured(batch_size=8):
+    model, x, y = _step(batch_size)
+    return model, x, lambda out: F.cross_entropy(out, y)
+
+def with_targets(batch_size=8):
+    model, x, y = _step(batch_size)
+    return model, x, (lambda out, labels: F.cross_entropy(out, labels)), y
+
+def loss_module(batch_size=8):
+    model, x, y = _step(batch_size)
+    return model, x, nn.CrossEntropyLoss(), (y,)
+
+def loss_module_without_targets(batch_size=8):
+    model, x, y = _step(batch_size)
+    return model, x, nn.CrossEntropyLoss()
+
+LABELS = torch.zeros(8, dtype=torch.long)
+
+def _global_loss(out):
+    return F.cross_entropy(out, LABELS)
+
+def global_labels(batch_size=8):
+    model, x, y = _step(batch_size)
+    return model, x, _global_loss
+'''
+
+
+@pytest.fixture
+def loss_factories(tmp_path, monkeypatch):
+    (tmp_path / "loss_factories.py").write_text(LOSS_FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("form", ["captured", "with_targets", "loss_module"])
+def test_a_loss_in_any_form_a_user_writes_traces_like_its_loss_setup(loss_factories, form):
+    """A callable over the output (a lambda over labels it captured), a callable over output and targets, and a
+    loss module with targets all give the graph and the loss of ``LossSetup(cross_entropy, labels)``; the lambda's
+    own captured labels are the user's again after the trace."""
+    from remat_core.frontends.sources import load_factory
+    from remat_core.frontends.tracing.capture import capture_joint_graph
+
+    module, inputs, loss = load_factory(f"loss_factories:{form}")
+    reference_module, reference_inputs, labels = __import__("loss_factories")._step(8)
+    reference = trace_training_graph(reference_module, reference_inputs, cross_entropy(labels), name="reference")
+    graph = trace_training_graph(module, inputs, loss, name=form)
+    assert sorted(n.kind for n in graph.nodes) == sorted(n.kind for n in reference.nodes)
+    assert checkpoint_all_peak(graph) == checkpoint_all_peak(reference)
+    assert len(loss.targets) == 1 and torch.equal(loss.targets[0], labels)
+    joint = capture_joint_graph(module, (inputs,), loss, form)
+    _, value = joint.eager_step()
+    assert torch.allclose(value, torch.nn.functional.cross_entropy(module(inputs), labels))
+    if form == "captured":
+        assert loss.fn.function.__closure__[0].cell_contents is loss.targets[0]
+
+
+@pytest.mark.parametrize("form,message", [
+    ("loss_module_without_targets", "the loss 'CrossEntropyLoss' cannot be called with the model's output and 0 "
+                                    "target(s)"),
+])
+def test_a_loss_missing_its_targets_says_how_to_give_them(loss_factories, form, message):
+    from remat_core.frontends.sources import load_factory
+
+    with pytest.raises(TraceError) as info:
+        load_factory(f"loss_factories:{form}")
+    assert message in str(info.value) and "loss(output, *targets)" in info.value.hint
+
+
+def test_a_loss_reading_a_global_tensor_gets_a_hint_that_names_the_fix(loss_factories):
+    """The FakeTensor assertion a global tensor causes is explained: pass it in, or return targets."""
+    from remat_core.frontends.sources import load_factory
+
+    module, inputs, loss = load_factory("loss_factories:global_labels")
+    with pytest.raises(TraceError) as info:
+        trace_training_graph(module, inputs, loss)
+    assert "did not receive as an input" in info.value.hint and "(module, inputs, loss, targets)" in info.value.hint

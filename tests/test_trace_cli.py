@@ -135,7 +135,7 @@ def test_a_tracing_failure_exits_2_naming_model_module_and_hint(user_package):
     (["trace", "resnet51", "-o", "g.json"], "cannot trace resnet51: not a zoo model, an .onnx file or a .pt2 file"),
     (["trace", "mlp"], "no output file"),
     (["trace", "mlp", "--option", "depth=0", "-o", "g.json"], "depth=0 is out of range"),
-    (["trace", "--model", "my_models:not_a_pair", "-o", "g.json"], "not (module, example_inputs[, loss])"),
+    (["trace", "--model", "my_models:not_a_pair", "-o", "g.json"], "not (module, example_inputs[, loss[, targets]])"),
     (["trace", "--model", "no_such_module:f", "-o", "g.json"], "cannot import no_such_module"),
     (["trace", "missing.pt2", "-o", "g.json"], "file not found"),
     (["trace", "--model", "fails_on_import:f", "-o", "g.json"],

@@ -100,7 +100,9 @@ def load_factory(spec: str, batch_size: int | None = None, options: Mapping[str,
     Returns
     -------
     module, example_inputs, loss
-        ``loss`` is None when the factory returns a pair.
+        ``loss`` is a :class:`~remat_core.frontends.losses.LossSetup` built from the loss (and targets) the
+        factory returned, in any form :func:`~remat_core.frontends.losses.as_loss_setup` takes; None when
+        the factory returns a pair.
 
     Raises
     ------
@@ -110,7 +112,7 @@ def load_factory(spec: str, batch_size: int | None = None, options: Mapping[str,
     """
     from torch import nn
 
-    from .losses import LossSetup
+    from .losses import LOSS_FORMS, as_loss_setup
 
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
@@ -137,13 +139,23 @@ def load_factory(spec: str, batch_size: int | None = None, options: Mapping[str,
         raise TraceError(spec, f"the factory failed ({_described(error)})",
                          hint="it is called as factory(**options) with batch_size= when --batch is given; rerun "
                               "with --debug for the full traceback") from error
-    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3) or not isinstance(result[0], nn.Module):
-        raise TraceError(spec, f"the factory returned {type(result).__name__}, not (module, example_inputs[, loss])",
-                         hint="return (an nn.Module, a tensor or tuple of tensors[, a LossSetup or loss callable])")
-    module, inputs, loss = (*result, None) if len(result) == 2 else result
-    if loss is not None and not isinstance(loss, LossSetup) and not callable(loss):
-        raise TraceError(spec, f"the factory's loss is a {type(loss).__name__}, not a LossSetup or callable")
-    return module, inputs, loss
+    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3, 4) or not isinstance(result[0], nn.Module):
+        raise TraceError(spec, f"the factory returned {_shape_of(result)}, not (module, example_inputs[, loss[, "
+                               f"targets]])",
+                         hint="return (an nn.Module, a tensor or tuple of tensors[, a loss[, its targets]]); "
+                              + LOSS_FORMS)
+    module, inputs, loss, targets = (*result, None, ())[:4] if len(result) == 2 else (*result, ())[:4]
+    try:
+        return module, inputs, as_loss_setup(loss, targets)
+    except TypeError as error:
+        raise TraceError(spec, f"the factory's loss: {error}", hint=LOSS_FORMS) from None
+
+
+def _shape_of(result: Any) -> str:
+    """What a factory returned, for the message: ``a tuple of 5``, ``a Linear``."""
+    if isinstance(result, (tuple, list)):
+        return f"a {type(result).__name__} of {len(result)} ({', '.join(type(r).__name__ for r in result)})"
+    return f"a {type(result).__name__}"
 
 
 def _described(error: BaseException) -> str:

@@ -28,7 +28,7 @@ from torch import nn
 
 from ..errors import TraceError
 from ..graph import COST_MODELS, ComputeGraph, DEFAULT_REPEATS, FLOPS_PER_BYTE
-from .losses import LossSetup
+from .losses import LOSS_FORMS, LossSetup, as_loss_setup
 from .tracing.capture import LOSS_MODULE, ModelRunner, capture_joint_graph
 from .tracing.coarsen import coarsen_by_module
 from .tracing.costs import check_cost_model, measure_op_times
@@ -155,10 +155,10 @@ def _trace_impl(module: nn.Module, example_inputs: Sequence[torch.Tensor] | torc
                                  "(cross-entropy's) are missing",
                          hint="build it on the CPU: the trace runs on FakeTensors anyway, with no real memory or "
                               "compute")
-    if loss is not None and not isinstance(loss, LossSetup):
-        if not callable(loss):
-            raise TraceError(source, f"loss must be a LossSetup, a callable or None, got {type(loss).__name__}")
-        loss = LossSetup(getattr(loss, "__name__", "loss"), loss)
+    try:
+        loss = as_loss_setup(loss)
+    except TypeError as error:
+        raise TraceError(source, str(error), hint=LOSS_FORMS) from None
     joint = capture_joint_graph(module, inputs, loss, source, run)
     measured = measure_op_times(joint, measure_repeats) if cost == "measured" else None
     kernels = measure_kernel_memory(joint.graph_module) if kernel_memory else None

@@ -2,9 +2,9 @@
 
 Its members are the registered solvers tagged ``quick`` (:class:`~.registry.SolverTags`): each
 answers one budget in about a second on a graph of a thousand nodes. Two families lean on it. The
-separator solvers (``treewidth``, ``pathwidth``, ``pathwidth-linear``) fall back on it when no
-schedule over their own decomposition fits, so they refuse a budget only when every quick heuristic
-refuses it too (:func:`separator_fallback`). The stage-model solvers (``checkmate-milp``,
+separator solvers (``treewidth``, ``pathwidth``, ``pathwidth-linear``) return its cheapest schedule
+when it costs less than their own or when none over their own decomposition fits, so they refuse a
+budget only when every quick heuristic refuses it too (:func:`separator_fallback`). The stage-model solvers (``checkmate-milp``,
 ``moccasin``) search one fixed topological order; they return a heuristic's schedule (any order)
 instead of their own when it costs less or when their search finds none
 (:func:`prefer_cheaper_heuristic`), and start their search from the heuristics' schedules that are
@@ -82,12 +82,15 @@ def smallest_known_feasible(outcomes: Iterable[SolveOutcome], *known: int | None
 
 def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Callable[[], Schedule], *,
                        enabled: bool, info: Mapping[str, Any], deadline: Deadline | None = None) -> Schedule:
-    """``own()``; when it refuses the budget and ``enabled``, the cheapest quick heuristic's schedule that fits.
+    """The cheapest schedule that fits among ``own()`` and, when ``enabled``, the quick heuristics'.
 
     The other separator solvers (each over its own decomposition) and the eviction and chain
-    solvers are tried; ``solver_info`` is ``info`` with ``strategy`` naming the winner ("fallback:
-    rotor"), ``fallback`` its name, ``fallback_info`` its own ``solver_info`` and ``own_refusal``
-    why ``own()`` refused.
+    solvers are run at the same budget whether or not ``own()`` fits: a separator recursion that
+    only just fits can cost several times what a heuristic's plan does, and returning it where a
+    smaller budget got the heuristic's plan would make more memory cost more. When a heuristic wins,
+    ``solver_info`` is ``info`` with ``strategy`` naming it ("fallback: rotor"), ``fallback`` its
+    name, ``fallback_info`` its own ``solver_info`` and ``own_refusal`` why ``own()`` refused, or
+    ``own_cost`` what its own schedule costs.
 
     Raises
     ------
@@ -96,7 +99,7 @@ def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Calla
         knows a schedule to fit.
     """
     try:
-        return own()
+        schedule = own()
     except InfeasibleBudget as refusal:
         if not enabled:
             raise
@@ -106,9 +109,21 @@ def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Calla
             raise type(refusal)(budget, smallest_known_feasible(outcomes, refusal.smallest_feasible), solver,
                                 f"{refusal.detail}; no other quick heuristic fits either "
                                 f"({', '.join(o.solver for o in outcomes)})") from None
-        inner = best.schedule.solver_info.get("strategy")
-        return _relabelled(best, {**info, "strategy": f"fallback: {best.solver}" + (f" ({inner})" if inner else ""),
-                                  "fallback": best.solver, "own_refusal": refusal.detail}, "fallback_info")
+        return _fallback_schedule(best, info, {"own_refusal": refusal.detail})
+    if not enabled:
+        return schedule
+    own_cost = simulate(graph, schedule).cost
+    best = cheapest(run_quick_heuristics(graph, budget, exclude=(solver,), deadline=deadline))
+    if best is None or outcome_cost(best) >= own_cost:
+        return schedule
+    return _fallback_schedule(best, info, {"own_cost": own_cost, "own_strategy": schedule.solver_info.get("strategy")})
+
+
+def _fallback_schedule(best: SolveOutcome, info: Mapping[str, Any], why: Mapping[str, Any]) -> Schedule:
+    """A quick heuristic's winning schedule relabelled as the separator solver's fallback."""
+    inner = best.schedule.solver_info.get("strategy")
+    return _relabelled(best, {**info, "strategy": f"fallback: {best.solver}" + (f" ({inner})" if inner else ""),
+                              "fallback": best.solver, **why}, "fallback_info")
 
 
 def prefer_cheaper_heuristic(graph: ComputeGraph, budget: int, solver: str, search: Callable[[], Schedule],

@@ -85,8 +85,10 @@ class SolverTags:
         the quick portfolio (:mod:`remat_core.solvers.quick`) that ``auto``, the separator solvers'
         fallback and the exact solvers' comparisons draw on.
     budget_monotone : bool
-        Its cost never rises when the budget grows, by construction (a budget-independent family of
-        candidates read at the budget, or a proof of optimality).
+        Its cost never rises when the budget grows: by construction (a budget-independent family of
+        candidates read at the budget, or a proof of optimality), or, measured rather than proven,
+        because at each budget it returns the cheapest fitting schedule of several sources (the
+        separator solvers with the quick portfolio). The conformance suite sweeps it.
     deterministic : bool
         The same graph, budget and options (its seed among them) give the same schedule.
     meets_named_budget : bool

@@ -23,7 +23,6 @@ References
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import sysconfig
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ...errors import RematError, TraceError, first_line
-from ..losses import SUM_OF_OUTPUTS, LossSetup
+from ..losses import LOSS_FORMS, SUM_OF_OUTPUTS, LossSetup, check_loss_arity
 
 LOSS_MODULE = "<loss>"
 """Module path given to the ops of the loss function (outside the model's own modules)."""
@@ -293,17 +292,10 @@ def _check_loss_signature(loss: LossSetup, source: str) -> None:
     """Refuse a loss function that cannot take ``(output, *targets)``: the tracer calls it, so a
     TypeError from that call would otherwise look like a bug of the tracer's own."""
     try:
-        signature = inspect.signature(loss.fn)
-    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
-        return
-    arguments = 1 + len(loss.targets)
-    try:
-        signature.bind(*range(arguments))
+        check_loss_arity(loss.fn, loss.name, len(loss.targets))
     except TypeError as error:
-        raise TraceError(source, f"the loss {loss.name!r} cannot be called with the model's output and "
-                                 f"{len(loss.targets)} target(s) ({error})", module=LOSS_MODULE,
-                         hint=f"the tracer calls loss(output, *targets): give a function of {arguments} "
-                              f"positional argument(s)") from error
+        raise TraceError(source, str(error), module=LOSS_MODULE,
+                         hint=f"the tracer calls loss(output, *targets); {LOSS_FORMS}") from None
 
 
 _HINTS: tuple[tuple[tuple[type, ...], str], ...] = (
@@ -318,6 +310,12 @@ _HINTS: tuple[tuple[tuple[type, ...], str], ...] = (
      "this op has no FakeTensor (meta) implementation; replace it with standard torch ops, or register a "
      "meta kernel for it"),
 )
+_NON_FAKE_INPUT = "Please convert all Tensors to FakeTensors"
+"""FakeTensor mode's message when a real tensor the step did not receive as an input meets a traced one."""
+_CAPTURED_TENSOR_HINT = ("the step reads a tensor it did not receive as an input (a global, or a module attribute "
+                         "that is neither a parameter nor a buffer): pass it in with the example inputs, register "
+                         "it as a buffer, or, for a loss's labels, return (module, inputs, loss, targets) with "
+                         "loss(output, *targets)")
 _GENERIC_HINT = ("the model must run forward on the example inputs, with static shapes, and return a tensor "
                  "(or a scalar loss); try model(*example_inputs) eagerly first, or rerun with --debug for the "
                  "full traceback")
@@ -329,6 +327,8 @@ def _trace_error(source: str, error: BaseException, module: str | None, logged_o
     was raised."""
     op = next((str(e.func) for e in _chain(error) if getattr(e, "func", None) is not None), logged_op)
     hint = next((text for kinds, text in _HINTS if isinstance(error, kinds)), _GENERIC_HINT)
+    if any(_NON_FAKE_INPUT in str(e) for e in _chain(error)):
+        hint = _CAPTURED_TENSOR_HINT
     reason = f"{type(error).__name__}: {first_line(error, limit=300)}"
     location = user_frame(error.__traceback__)
     if location:

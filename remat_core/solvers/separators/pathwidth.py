@@ -28,7 +28,8 @@ METHOD = Option("method", str, "best", "path decomposition method", choices=PATH
 
 
 @register("pathwidth", "PW-Remat: the separator recursion over a path decomposition (middle bag first).",
-          tags=SolverTags(quick=True, traceable_recursion=True, portfolio_options={"fallback": False}),
+          tags=SolverTags(quick=True, traceable_recursion=True, budget_monotone=True,
+                         portfolio_options={"fallback": False}),
           reference=REFERENCE, options=(BUDGET_AWARE, METHOD, MAX_COMPUTES, FALLBACK))
 def pathwidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, budget_aware: bool = True,
               method: str = "best", max_recursion_computes: int = DEFAULT_MAX_COMPUTES,
@@ -53,7 +54,7 @@ def pathwidth(graph: ComputeGraph, budget: int, *, time_limit: float | None = No
 @register("pathwidth-linear", "Cut a path decomposition into ~sqrt(n) segments, keep the cut bags, recompute one "
                               "segment at a time (each node at most 2(width+1)+1 times: O(1) in n for a bounded "
                               "width).",
-          tags=SolverTags(quick=True, portfolio_options={"fallback": False}),
+          tags=SolverTags(quick=True, budget_monotone=True, portfolio_options={"fallback": False}),
           reference=REFERENCE + "; T. Chen et al., \"Training Deep Nets with Sublinear Memory Cost\", 2016",
           options=(BUDGET_AWARE, METHOD,
                    Option("segments", int, 0, "number of segments (0: sqrt(n / (width + 1)), or, budget-aware, "

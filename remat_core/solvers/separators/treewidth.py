@@ -35,7 +35,8 @@ MAX_COMPUTES = Option("max_recursion_computes", int, DEFAULT_MAX_COMPUTES,
 
 
 @register("treewidth", "TW-Remat: recursion over a tree decomposition's balanced separator tree (Kumar et al.).",
-          tags=SolverTags(quick=True, traceable_recursion=True, portfolio_options={"fallback": False}),
+          tags=SolverTags(quick=True, traceable_recursion=True, budget_monotone=True,
+                         portfolio_options={"fallback": False}),
           reference=REFERENCE,
           options=(BUDGET_AWARE,
                    Option("heuristic", str, "min_degree", "tree decomposition method", choices=TREE_HEURISTICS),
