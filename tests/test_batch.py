@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -124,13 +125,25 @@ def test_an_interrupted_study_resumes_to_the_full_table(tmp_path):
     args = [sys.executable, "-m", "remat_core", "study", str(tmp_path / "chain.json"), "--solvers",
             "checkmate-milp", "--budgets", "40%,50%,60%,70%,80%,90%", "--time-limit", "2", "--store", str(store),
             "--out", str(tmp_path / "out")]
-    study = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    study = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and _entries(store) < 2 and study.poll() is None:
-        time.sleep(0.05)
+    # the study stores each result before its progress line says so: wait on that line, not on time
+    lines, two_stored = [], threading.Event()
+
+    def read_progress():
+        for line in study.stderr:
+            lines.append(line)
+            done = re.search(r" (\d+)/6 ", line)
+            if done and int(done.group(1)) >= 2:
+                two_stored.set()
+
+    reader = threading.Thread(target=read_progress, daemon=True)
+    reader.start()
+    assert two_stored.wait(timeout=180), "".join(lines)
     os.killpg(study.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
-    _, err = study.communicate(timeout=60)
+    study.wait(timeout=60)
+    reader.join(timeout=10)
+    err = "".join(lines)
     stored = _entries(store)
     assert study.returncode == 130, err
     assert "run the same command again to resume" in err and 2 <= stored < 6
