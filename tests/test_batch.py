@@ -57,6 +57,23 @@ def test_results_stream_into_the_store_and_a_second_run_reads_them(graph, tmp_pa
     assert figures(again) == figures(first) and all(r.from_store for r in again)
 
 
+def test_a_second_compare_reads_every_figure_from_the_store_lp_bounds_included(graph, tmp_path, monkeypatch):
+    """A warm store answers ``compare`` without a solve or an LP (the LP bound was solved again each time)."""
+    from remat_core.batch import grid
+
+    store = ResultStore(tmp_path / "results.sqlite")
+    budgets = sweep_budgets(graph, 3)
+    first = compare_on(InProcess(), store, graph, budgets, ["rotor"], time_limit=20)
+    assert {r.lower_bound.status for r in first} >= {"ok"}
+
+    def no_lp(*args, **kwargs):
+        raise AssertionError("the LP bound was solved again")
+    monkeypatch.setattr(grid, "lp_lower_bound", no_lp)
+    again = compare_on(InProcess(), store, graph, budgets, ["rotor"], time_limit=20)
+    assert [r.lower_bound for r in again] == [r.lower_bound for r in first] and all(r.from_store for r in again)
+    assert any(row["solver"] == grid.LP_BOUND_ENTRY for row in store.rows())
+
+
 def test_backend_arguments_are_checked():
     with pytest.raises(BackendError, match="workers"):
         open_backend("local", 0)

@@ -7,7 +7,8 @@ layered layout, and a schedule's statuses laid over them. Imports :mod:`remat_co
 :mod:`remat_core.schedule`, :mod:`remat_core.decompose` and :mod:`remat_core.solvers`.
 """
 
-from .comparison import LP_AVAILABLE, Attempt, ComparisonRow, compare, lp_lower_bound, pareto_optimal, sweep_budgets
+from .comparison import (LP_AVAILABLE, LP_UNPROVEN, Attempt, Bound, ComparisonRow, LowerBound, compare, lp_lower_bound,
+                         pareto_optimal, sweep_budgets)
 from .explain import (CHANGE_ORDER, OnceThreshold, TensorChange, describe_computation, describe_reason, explain_tensor,
     recomputed_tensors, schedule_diff, smallest_budget_computed_once)
 from .layout import FORWARD_BAND, Layout, layered_layout
@@ -29,7 +30,7 @@ __all__ = ["Attempt", "CONSUMER", "Neighbourhood", "PRODUCER", "RECOMPUTED_WITH"
            "CurvePoint", "default_expansion", "DEFAULT_VIEW_NODES", "describe_call", "describe_computation",
            "describe_reason", "expand", "expanded_to_depth", "explain_tensor", "feasible_point", "find", "FORWARD_BAND",
            "full_view", "graph_summary", "graph_view", "kernel_memory_rows", "GraphView", "Hierarchy", "hierarchy", "in_module",
-           "infeasible_point", "layered_layout", "Layout", "LP_AVAILABLE", "lp_lower_bound", "MAX_DRAWN_NODES",
+           "infeasible_point", "layered_layout", "Layout", "LP_AVAILABLE", "LP_UNPROVEN", "Bound", "LowerBound", "lp_lower_bound", "MAX_DRAWN_NODES",
            "memory_by_module", "module_groups", "module_subgraph", "NodeStatus", "OnceThreshold", "pareto_optimal",
            "ParetoCurve", "recomputed_tensors", "recursion_walk", "RecursionWalk", "reported_gap", "reveal",
            "schedule_diff", "schedule_status", "SCHEDULE_STATUSES", "selection_focus", "smallest_budget_computed_once",

@@ -24,6 +24,8 @@ from ..solvers import FEASIBLE, REFUSED, SolveOutcome, get_solver, lp_relaxation
 Attempt = Callable[[ComputeGraph, int, str, "float | None"], SolveOutcome]
 """``attempt(graph, budget, solver, time_limit) -> SolveOutcome``: how a table of solves gets each one
 (:func:`~remat_core.solvers.solve_outcome`'s first arguments)."""
+Bound = Callable[[ComputeGraph, int, "float | None"], "LowerBound"]
+"""``bound(graph, budget, time_limit) -> LowerBound``: how a table of solves gets its LP bound at a budget."""
 
 LP_AVAILABLE, LP_SKIPPED, LP_INFEASIBLE, LP_UNPROVEN, LP_REFUSED = (
     "ok", "skipped", "infeasible", "unproven", "refused")
@@ -133,7 +135,7 @@ def _plain(value: Any) -> bool:
 
 def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] | None = None,
             time_limit: float | None = None, lower_bound: bool = True,
-            attempt: Attempt = solve_outcome) -> list[ComparisonRow]:
+            attempt: Attempt = solve_outcome, bound: Bound | None = None) -> list[ComparisonRow]:
     """Solve ``graph`` with each solver at each budget.
 
     Parameters
@@ -152,6 +154,9 @@ def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] 
         ``attempt(graph, budget, solver, time_limit) -> SolveOutcome``: how each solve is had
         (default: solved here; :mod:`remat_core.batch` passes outcomes it got from a results store
         or from worker processes).
+    bound : callable, optional
+        ``bound(graph, budget, time_limit) -> LowerBound``: how each LP bound is had (default:
+        :func:`lp_lower_bound` here; :mod:`remat_core.batch` reads it from a results store).
 
     Returns
     -------
@@ -173,8 +178,8 @@ def compare(graph: ComputeGraph, budgets: Sequence[int], solvers: Sequence[str] 
     peak = checkpoint_all_peak(graph)
     rows = []
     for budget in budgets:
-        bound = lp_lower_bound(graph, budget, time_limit) if lower_bound else LowerBound(LP_SKIPPED)
-        rows += [ComparisonRow.of(attempt(graph, budget, name, time_limit), peak, bound) for name in names]
+        at = (bound or lp_lower_bound)(graph, budget, time_limit) if lower_bound else LowerBound(LP_SKIPPED)
+        rows += [ComparisonRow.of(attempt(graph, budget, name, time_limit), peak, at) for name in names]
     return rows
 
 
