@@ -300,7 +300,7 @@ def test_the_session_is_written_into_the_url_and_a_new_tab_on_it_opens_the_same(
     written = dict(at.query_params)
     budget = at.session_state[state.BUDGET]
     assert written["budget"] == scale_of(at.session_state[state.MODEL].graph).text(budget)
-    assert written["solver"] == "chen-greedy" and written["model"] == "resnet18:batch_size=4"
+    assert written["solver"] == "chen-greedy" and written["model"] == "resnet18"
     again = opened(written, "app_pages/schedule.py")
     assert not again.warning and again.session_state[state.BUDGET] == budget
     assert again.session_state[state.SOLVER] == "chen-greedy"
@@ -329,7 +329,7 @@ def test_bad_link_values_are_each_reported_and_the_page_opens_on_what_it_had():
     for expected in ("level='deep' is no level", "solver='nosuch' is not a solver here", "budget='1e999'",
                      "tensor='nowhere'", "This link could not be followed in full"):
         assert expected in text, text
-    assert at.query_params["model"] == "resnet18:batch_size=4"  # the URL shows what the page shows
+    assert at.query_params["model"] == "resnet18"  # the URL shows what the page shows
     assert at.session_state[state.BUDGET] == state.default_budget(at.session_state[state.MODEL].graph)
     at.run()  # a rerun the page makes by itself (a solve landed) keeps the message
     assert "This link could not be followed in full" in warnings(at)
@@ -338,7 +338,7 @@ def test_bad_link_values_are_each_reported_and_the_page_opens_on_what_it_had():
     assert not at.warning
     broken = opened({"model": "resnet18:batch_size=99999"})
     assert "could not be opened" in warnings(broken) and "batch_size" in warnings(broken)
-    assert broken.session_state[state.MODEL].source == "resnet18:batch_size=4"
+    assert broken.session_state[state.MODEL].source == "resnet18"
 
 
 def test_what_the_session_wrote_is_not_applied_again_but_a_new_link_is():
@@ -472,3 +472,16 @@ def test_the_learn_page_works_with_a_one_step_walkthrough():
     at.slider(key="w_learn_budget").set_value(at.slider(key="w_learn_budget").max).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("Step 1 of 1" in m.value for m in at.markdown)
+
+
+def test_a_zoo_link_and_the_model_pages_form_open_the_same_model():
+    """One default per zoo model: ``model=resnet50`` opened batch 32 while the Model page's form traced batch 4, so
+    a lesson's links showed other numbers than the class saw on the page."""
+    linked = opened({"model": "mlp"}, "app_pages/model.py").session_state[state.MODEL]
+    at = opened({}, "app_pages/model.py")
+    at.selectbox(key="w_zoo_model").set_value("mlp").run()
+    next(b for b in at.button if b.proto.label == "Trace this model").click().run()
+    assert not at.exception
+    formed = at.session_state[state.MODEL]
+    assert formed.key == linked.key and formed.source == linked.source == "mlp"
+    assert at.query_params["model"] == "mlp"

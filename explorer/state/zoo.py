@@ -16,7 +16,6 @@ from remat_core.graph import COST_MODELS
 from .session import Model
 
 DEFAULT_ZOO_MODEL = "resnet18"
-DEFAULT_ZOO_BATCH = 4
 DEFAULT_LEVEL = "module"
 DEFAULT_COST = "flops"
 COST_SETTING = "cost"
@@ -43,11 +42,6 @@ def traced_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST
                  source=zoo_source(name, chosen, cost), level=level)
 
 
-def form_defaults(name: str) -> dict[str, int]:
-    """The options the Model page's zoo form starts at: the zoo's, with a small batch (quick to solve)."""
-    return {o.name: DEFAULT_ZOO_BATCH if o.role == "batch" else o.default for o in get_spec(name).options}
-
-
 def zoo_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST,
               chosen: Mapping[str, Any] | None = None) -> Model:
     """Zoo model ``name`` traced with ``chosen`` options (the zoo's defaults for the rest), cached.
@@ -62,8 +56,9 @@ def zoo_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST,
 
 
 def default_zoo_model() -> Model:
-    """The model a new session opens on: a ResNet-18, small batch, module level."""
-    return zoo_model(DEFAULT_ZOO_MODEL, chosen=form_defaults(DEFAULT_ZOO_MODEL))
+    """The model a new session opens on: a ResNet-18 at the zoo's options (those ``trace resnet18`` and the link
+    ``model=resnet18`` use, and the Model page's form starts at), module level."""
+    return zoo_model(DEFAULT_ZOO_MODEL)
 
 
 def zoo_source(name: str, options: Mapping[str, int], cost: str) -> str:
@@ -119,7 +114,7 @@ def zoo_form() -> Model | None:
     name = st.selectbox("Model", names, index=names.index(DEFAULT_ZOO_MODEL) if DEFAULT_ZOO_MODEL in names else 0,
                         key="w_zoo_model", format_func=lambda n: f"{n} · {get_spec(n).description}")
     spec = get_spec(name)
-    defaults = form_defaults(name)
+    defaults = spec.defaults
     with st.form("zoo_form", border=False):
         columns = st.columns(max(len(spec.options), 1) + 2)
         chosen: dict[str, Any] = {}
