@@ -14,10 +14,16 @@ if __name__ == "__main__":
     import streamlit as st
 
     from explorer.frame import frame, run_page
-    from explorer.pages import DEFAULT_PAGE, PAGES, entry_titled
+    from explorer.pages import DEFAULT_PAGE, PAGES, ROOT_TITLE, entry_titled
 
-    navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path,
-                                        default=p.path == DEFAULT_PAGE) for p in PAGES])
+    def root() -> None:
+        """``/``: the default page, at its own name, with the link's query."""
+        st.switch_page(DEFAULT_PAGE, query_params=st.query_params.to_dict())
+
+    navigation = st.navigation([st.Page(root, title=ROOT_TITLE, default=True, visibility="hidden"),
+                                *(st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path) for p in PAGES)])
+    if navigation.title == ROOT_TITLE:
+        navigation.run()
     entry = entry_titled(navigation.title)
     frame(schedule_summary=not entry.draws_schedule_summary)
     run_page(navigation, entry.title)

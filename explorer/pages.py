@@ -25,6 +25,9 @@ PAGES = (
     PageEntry("app_pages/learn.py", "Learn", ":material/school:", "learn"),
 )
 DEFAULT_PAGE = "app_pages/model.py"
+"""Where the app's root (``/``) leads: Streamlit serves its default page at ``/`` only, so the root is a hidden
+page of its own that switches to this one, keeping the link's query, and every page answers at its name."""
+ROOT_TITLE = "Remat Explorer"
 
 
 def entry_titled(title: str) -> PageEntry:

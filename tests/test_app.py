@@ -168,7 +168,7 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
 
 def test_a_typed_budget_applies_once_and_the_slider_wins_afterwards():
     at = app("app_pages/schedule.py")
-    typed = parse_budget("70%", checkpoint_all_peak(at.session_state[state.MODEL].graph))
+    typed = budget_scale_of(at).snap(parse_budget("70%", checkpoint_all_peak(at.session_state[state.MODEL].graph)))
     at.text_input(key="w_budget_text").input("70%").run()
     assert not at.exception and at.session_state[state.BUDGET] == typed
     assert at.text_input(key="w_budget_text").value == ""  # applied, then emptied

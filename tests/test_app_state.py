@@ -252,7 +252,7 @@ def test_a_slider_position_reads_back_as_the_same_bytes_from_its_text():
 
 
 def test_a_link_to_the_model_page_goes_to_the_root():
-    assert page_link("model", model="resnet18") == "/?model=resnet18"
+    assert page_link("model", model="resnet18") == "/model?model=resnet18"
     assert page_link("schedule", budget="50%") == "/schedule?budget=50%25"
 
 
@@ -278,7 +278,7 @@ def test_the_documented_link_opens_resnet18_with_rotor_at_70_percent_of_its_peak
     model = at.session_state[state.MODEL]
     assert model.source == "resnet18" and model.level == "module" and "batch_size=32" in model.graph.name
     assert at.session_state[state.SOLVER] == "rotor"
-    assert at.session_state[state.BUDGET] == round(checkpoint_all_peak(model.graph) * 0.7)
+    assert at.session_state[state.BUDGET] == scale_of(model.graph).snap(round(checkpoint_all_peak(model.graph) * 0.7))
     assert at.title[0].value == "Schedule"
     assert at.query_params["model"] == "resnet18" and at.query_params["solver"] == "rotor"
 
@@ -351,7 +351,7 @@ def test_what_the_session_wrote_is_not_applied_again_but_a_new_link_is():
     assert at.query_params["budget"] == scale_of(graph).text(budget + 2**20)
     at.query_params["budget"] = "100%"  # a link clicked inside the app
     at.run()
-    assert at.session_state[state.BUDGET] == checkpoint_all_peak(graph)
+    assert at.session_state[state.BUDGET] == scale_of(graph).snap(checkpoint_all_peak(graph))
 
 
 def test_a_level_alone_retraces_the_current_zoo_model_at_that_level():
@@ -485,3 +485,19 @@ def test_a_zoo_link_and_the_model_pages_form_open_the_same_model():
     formed = at.session_state[state.MODEL]
     assert formed.key == linked.key and formed.source == linked.source == "mlp"
     assert at.query_params["model"] == "mlp"
+
+
+@pytest.mark.parametrize("link", [{}, {"budget": "70%"}, {"budget": "123456789"}])
+def test_the_thumb_the_url_and_the_sidebar_show_one_budget(link):
+    """After a link or a drag, the budget is the slider's position: its thumb's text, the URL's and the sidebar's
+    are the same digits (a drag once wrote ``budget=0.542871094GiB`` while the thumb and sidebar showed others)."""
+    at = opened({"model": "resnet18", **link}, "app_pages/schedule.py")
+    slider = at.slider(key="w_budget")
+    if not link:
+        slider.set_value(slider.min + 37 * slider.proto.step).run()
+        slider = at.slider(key="w_budget")
+    scale = scale_of(at.session_state[state.MODEL].graph)
+    thumb = slider.proto.format % slider.value  # what the thumb shows: "0.545 GiB"
+    assert at.session_state[state.BUDGET] == scale.to_bytes(slider.value)
+    assert at.query_params["budget"] == thumb.replace(" ", "")
+    assert any(f"Budget **{thumb}**" in m.value for m in at.sidebar.markdown)

@@ -206,7 +206,7 @@ def run_fuzz(tab, server: Server, values_for, revisit_after_each: bool) -> None:
         if not revisit_after_each and entry.url_path == REVISIT_AFTER:
             visit_every_page(tab, server, f"fuzzing the {entry.title} page")
     visit_every_page(tab, server, "fuzzing every page")
-    expected = {"slider 'Memory budget' on the Schedule page", "text input 'Exact budget' on the Schedule page",
+    expected = {"slider 'Memory budget' on the Schedule page", "text input 'Type a budget' on the Schedule page",
                 "number input 'Time limit per solve (s)' on the Schedule page", "number input 'Layers' on the Model page",
                 "slider 'Budget B (A is the current budget)' on the Why recomputed? page",
                 "number input 'Step' on the Timeline page"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, app_url, assert_no_error, wait_rendered  # noqa: F401
 
-from explorer.pages import DEFAULT_PAGE, PAGES
+from explorer.pages import PAGES
 
 pytestmark = pytest.mark.browser
 
@@ -71,7 +71,7 @@ def layouts(app_url, laptop):  # noqa: F811
     found = {}
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for entry in PAGES:
-        laptop.goto(f"{app_url}/" + ("" if entry.path == DEFAULT_PAGE else entry.url_path))
+        laptop.goto(f"{app_url}/{entry.url_path}")
         wait_rendered(laptop)
         if entry.url_path in ("timeline", "learn"):
             laptop.wait_for_selector(".js-plotly-plot", timeout=60_000)

@@ -11,6 +11,7 @@ import pytest
 from test_browser import RENDER_TIMEOUT_MS, chromium_tab, require_chromium, serving, wait_rendered
 from test_browser_fuzz import upload_file
 
+from explorer.pages import PAGES
 from remat_core import checkpoint_all_peak
 from remat_core.frontends import trace_zoo_model
 from remat_core.graph import format_bytes, training_chain
@@ -124,3 +125,14 @@ def test_a_bad_link_says_what_it_could_not_do_and_the_page_works(tab, app_url):
         assert part in text, text
     assert not tab.locator('[data-testid="stException"]').count()
     assert params(tab)["model"] == "resnet18" and "budget" in params(tab)
+
+
+def test_every_page_answers_at_its_name_and_the_root_leads_to_the_model_page(tab, app_url):
+    """``/model`` said "Page not found" (Streamlit serves its default page at ``/`` only)."""
+    for entry in PAGES:
+        open_link(tab, app_url, f"/{entry.url_path}")
+        assert urlsplit(tab.url).path == f"/{entry.url_path}"
+        assert tab.locator('[data-testid="stMainBlockContainer"] h1').first.inner_text() == entry.title
+        assert not tab.get_by_text("Page not found").count()
+    open_link(tab, app_url, "/?model=mlp&solver=rotor")
+    assert urlsplit(tab.url).path == "/model" and params(tab)["model"] == "mlp" and params(tab)["solver"] == "rotor"

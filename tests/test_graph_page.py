@@ -148,3 +148,22 @@ def decoded(values) -> list[float]:
     if isinstance(values, dict):
         return np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"])).tolist()
     return list(values)
+
+
+def test_the_search_says_how_many_match_and_how_many_it_lists():
+    """"layer 4" matches hundreds of nodes: the list says it shows the closest 50 of them (it said "50+ matches")."""
+    graph = training_chain(5000, mem=2**20)
+    at = graph_page(graph)
+    at.text_input(key="w_graph_find").input("layer 4").run()
+    assert not at.exception
+    every = len([label for label in node_labels(graph).values() if "layer 4" in label])
+    listed = at.selectbox(key="w_graph_match")
+    assert len(listed.options) == 50
+    assert listed.label == f"{every:,} matches, the closest 50 listed (scroll; type more to narrow)"
+
+
+def test_a_graph_without_modules_offers_runs_of_nodes_not_modules():
+    at = graph_page(training_chain(400, mem=2**20))
+    titles = [e.proto.label for e in at.expander]
+    assert not any(t.startswith("Open modules") for t in titles), titles
+    assert any(t.startswith("Open runs of nodes (") and "names no modules" in t for t in titles), titles

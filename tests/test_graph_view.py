@@ -329,3 +329,39 @@ def test_the_figure_zooms_to_the_focus_and_rings_the_selection_and_the_marked():
     assert low < layout.x[target] < high and high - low < float(layout.x.max() - layout.x.min())
     assert {t.name for t in fig.data} >= {"edges of the selected node", "selected", "highlighted"}
     assert "layer 30" in next(t for t in fig.data if t.name == NAMES_TRACE).text
+
+
+def _name_boxes(fig, view_x_span: float, view_y_span: float):
+    """The written names as pixel boxes (left, right, bottom, top), sized as the chart's own estimate sizes them."""
+    from remat_core.viz.graph_view import _MARGINS_PX, _TEXT_HEIGHT_PX, _TEXT_OFFSET_PX, ASSUMED_WIDTH_PX, CHAR_PX
+
+    names = next(t for t in fig.data if t.name == NAMES_TRACE)
+    px_x = ASSUMED_WIDTH_PX / view_x_span
+    px_y = (fig.layout.height - _MARGINS_PX) / view_y_span
+    boxes = []
+    for x, y, text, where in zip(names.x, names.y, names.text, names.textposition):
+        half = (CHAR_PX * len(text) + 6) / 2
+        centre = y * px_y + (_TEXT_OFFSET_PX if where == "top center" else -_TEXT_OFFSET_PX)
+        boxes.append((x * px_x - half, x * px_x + half, centre - _TEXT_HEIGHT_PX / 2, centre + _TEXT_HEIGHT_PX / 2))
+    return boxes
+
+
+def test_names_written_beside_opened_modules_do_not_overlap_across_rows():
+    """Opening modules makes the graph taller than the chart grows: names above one row ran into names below the
+    next (the rows were checked one at a time)."""
+    from remat_core.frontends import trace_zoo_model
+
+    graph = trace_zoo_model("resnet18", level="module", batch_size=2, image_size=64)
+    tree_view = graph_view(graph, default_expansion(graph))
+    opened = default_expansion(graph) | {"layer1.0", "layer1.1", "layer2.0", "layer2.1"}
+    view = graph_view(graph, opened)
+    layout = layered_layout(view)
+    focus = frozenset(k for k, v in enumerate(view.nodes) if (v.module or "").startswith("layer1.0"))
+    fig = graph_view_figure(view, layout, focus=focus)
+    x_span = fig.layout.xaxis.range[1] - fig.layout.xaxis.range[0]
+    y_span = fig.layout.yaxis.range[1] - fig.layout.yaxis.range[0]
+    boxes = _name_boxes(fig, x_span, y_span)
+    assert len(boxes) >= 5 and len(view.nodes) > len(tree_view.nodes)
+    overlapping = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                   if a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]]
+    assert not overlapping

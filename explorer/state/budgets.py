@@ -62,9 +62,25 @@ class BudgetScale:
         """The largest budget accepted: the slider's right end, in bytes."""
         return self.to_bytes(self.high)
 
+    def snap(self, nbytes: int) -> int:
+        """The budget the slider can show for ``nbytes``: its first step at or above (within the range), in bytes.
+
+        Every budget the session takes is snapped, so that the thumb, the URL and the sidebar show one value.
+        """
+        return self.to_bytes(self.to_units(nbytes))
+
     def text(self, nbytes: int) -> str:
-        """``nbytes`` as the shortest text in the slider's unit that reads back exactly (``52.5MiB``)."""
+        """``nbytes`` as the URL writes it: a slider position at the slider's precision (``0.545GiB``, the digits its
+        thumb shows), else the shortest text in its unit that reads back exactly (``52.53125MiB``)."""
+        value = self.to_units(nbytes)
+        if self.to_bytes(value) == nbytes:
+            return f"{value:.{self.decimals}f}{self.unit.name}"
         return budget_text(nbytes, self.unit.name)
+
+    def label(self, nbytes: int) -> str:
+        """``nbytes`` as the page shows it: the URL's text with a space before the unit (``0.545 GiB``)."""
+        text = self.text(nbytes)
+        return f"{text[: -len(self.unit.name)]} {self.unit.name}"
 
 
 def _nice_step(raw: float) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from urllib.parse import quote, urlencode
 
-from ..pages import DEFAULT_PAGE, PAGES
 
 URL_PARAMS = ("model", "level", "solver", "budget", "tensor")
 """The query parameters the explorer reads, in the order links write them."""
@@ -18,8 +17,6 @@ URL_PARAMS = ("model", "level", "solver", "budget", "tensor")
 
 def page_link(url_path: str, **params: str | None) -> str:
     """``/url_path?name=value&...`` with the given parameters (None ones left out) in :data:`URL_PARAMS` order.
-
-    The default page (the Model page) is served at ``/``, not at its own path: a link to it starts ``/?``.
 
     Raises
     ------
@@ -32,6 +29,4 @@ def page_link(url_path: str, **params: str | None) -> str:
     pairs = [(name, params[name]) for name in URL_PARAMS if params.get(name) is not None]
     query = urlencode(pairs, quote_via=quote, safe="")
     path = url_path.strip("/")
-    if any(p.url_path == path and p.path == DEFAULT_PAGE for p in PAGES):
-        path = ""
     return f"/{path}" + (f"?{query}" if query else "")

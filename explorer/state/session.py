@@ -87,8 +87,7 @@ def default_budget(graph: ComputeGraph) -> int:
     """Half way from the lower bound to the checkpoint-all peak (where solvers differ most), at the budget
     slider's nearest step above (a short text in the URL)."""
     low, high = memory_lower_bound(graph), checkpoint_all_peak(graph)
-    scale = scale_of(graph)
-    return scale.to_bytes(scale.to_units(int(low + DEFAULT_BUDGET_FRACTION * (high - low))))
+    return scale_of(graph).snap(int(low + DEFAULT_BUDGET_FRACTION * (high - low)))
 
 
 def set_model(model: Model) -> None:
@@ -111,7 +110,9 @@ def budget() -> int:
 
 
 def set_budget(value: int) -> None:
-    st.session_state[BUDGET] = int(value)
+    """Make ``value`` bytes the budget, at the budget slider's first step at or above it (one value for the thumb,
+    the URL and the page: :meth:`~.budgets.BudgetScale.snap`)."""
+    st.session_state[BUDGET] = scale_of(graph()).snap(int(value))
 
 
 def solver() -> str:

@@ -4,8 +4,9 @@
 - ``model``: what ``Model.source`` says (a zoo model, a generated graph's recipe, an upload's content hash;
   see :func:`explorer.state.models.model_from_source`); ``level``: a zoo model's level, ``op`` or ``module``.
 - ``solver``: a registered solver's name.
-- ``budget``: bytes with a unit (``52.5MiB``, written as the shortest text that reads back exactly) or a
-  percent of the checkpoint-all peak (``50%``), within the slider's range (:mod:`.budgets`).
+- ``budget``: bytes with a unit at the budget slider's precision (``0.545GiB``, the digits its thumb shows) or a
+  percent of the checkpoint-all peak (``50%``), within the slider's range, taken at the slider's first step at or
+  above it (:mod:`.budgets`).
 - ``tensor``: a node's label (:func:`remat_core.graph.node_labels`) or id; it becomes the Why page's tensor
   (``session.WHY_TENSOR``, an id).
 
@@ -24,7 +25,7 @@ import streamlit as st
 
 from remat_core import BudgetError, list_solvers
 from remat_core.frontends import LEVELS
-from remat_core.graph import format_bytes, node_by_label, node_label
+from remat_core.graph import node_by_label, node_label
 
 from . import session
 from .budgets import checked_budget, scale_of
@@ -93,7 +94,7 @@ def show_problems() -> None:
         st.warning("This link could not be followed in full:  \n"
                    + "  \n".join(f"· {plain(p)}" for p in problems)
                    + f"  \nShowing **{plain(shown.graph.name)}** with {plain(session.solver())} at "
-                     f"{format_bytes(session.budget())} instead.", icon=":material/link_off:")
+                     f"{scale_of(shown.graph).label(session.budget())} instead.", icon=":material/link_off:")
 
 
 def _key(params: dict[str, str]) -> tuple:

@@ -1,5 +1,5 @@
 """The budget slider (in a unit chosen for the model, marked with the lower bound and the checkpoint-all
-peak) and the box for an exact budget."""
+peak) and a box to type a budget in."""
 
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ def budget_slider(scale: BudgetScale, key: str = "w_budget", label: str = "Memor
                   typed_key: str = TYPED_KEY) -> int:
     """The session's budget as a slider (in the scale's unit) with its marks; returns it in bytes.
 
-    Under it, why the exact budget last typed (in :func:`typed_budget`'s box ``typed_key``) was not applied:
+    Under it, why the budget last typed (in :func:`typed_budget`'s box ``typed_key``) was not applied:
     the box sits in a narrow column. Writes the budget into the page's URL too: the slider lives in a
     fragment, which reruns without the frame.
     """
     st.session_state[key] = scale.to_units(state.budget())
     _slider(scale, key, label, on_change=_budget_changed, args=(key, scale))
     if error := st.session_state.get(_typed_error_key(typed_key)):
-        st.warning(f"Exact budget not applied: {plain(error)}", icon=":material/warning:")
+        st.warning(f"Typed budget not applied: {plain(error)}", icon=":material/warning:")
     url.publish()
     return state.budget()
 
@@ -74,14 +74,15 @@ def budget_marks(scale: BudgetScale) -> None:
 
 
 def typed_budget(scale: BudgetScale, key: str = TYPED_KEY) -> None:
-    """A text box for an exact budget (``512MiB``, ``1.5GB``, ``70%``) within the slider's range, applied once
+    """A text box for a budget (``512MiB``, ``1.5GB``, ``70%``) within the slider's range, applied once
     when it is entered; a bad entry stays in the box, marked "not applied" (the reason in its tooltip and,
     at full width, under the budget slider), and the budget stays as it was."""
-    st.text_input("Exact budget", key=key, placeholder="512MiB, 1.5GB, 70%", on_change=_budget_typed, args=(key,),
+    st.text_input("Type a budget", key=key, placeholder="512MiB, 1.5GB, 70%", on_change=_budget_typed, args=(key,),
                   max_chars=MAX_TYPED_CHARS,
                   help=f"Bytes, a number with a unit (KiB, MiB, GiB, KB, MB, GB) or a percent of the checkpoint-all "
                        f"peak, from {format_bytes(scale.smallest)} to {format_bytes(scale.largest)}. Applied when "
-                       f"you press Enter; the slider moves there.")
+                       f"you press Enter, at the slider's first step at or above it (steps of "
+                       f"{scale.step:g} {scale.unit.name}): the slider, the URL and the page show that one value.")
     if error := st.session_state.get(_typed_error_key(key)):
         st.caption(":orange[:material/warning: not applied]", help=plain(error))
 

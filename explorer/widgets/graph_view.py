@@ -15,8 +15,8 @@ from urllib.parse import parse_qsl
 import streamlit as st
 
 from remat_core import ComputeGraph
-from remat_core.analysis import (MAX_DRAWN_NODES, GraphView, collapse, default_expansion, expand, expanded_to_depth,
-                                 find, hierarchy, reveal, selection_focus, view_node)
+from remat_core.analysis import (MAX_DRAWN_NODES, GraphView, Hierarchy, collapse, default_expansion, expand,
+                                 expanded_to_depth, find, hierarchy, reveal, selection_focus, view_node)
 from remat_core.graph import format_bytes, node_labels
 from remat_core.schedule import SimulationResult, describe_op, occurrences
 from remat_core.viz import clicked_index, node_facts
@@ -41,6 +41,8 @@ COLOURINGS = {"schedule": "Schedule", "step": "Step", "kind": "Kind"}
 CHART_CONTAINER = "graph-view"
 """The chart sits in a container with this key (class ``st-key-graph-view`` in the page): a benchmark
 waits for ``.st-key-graph-view .js-plotly-plot`` to time the first draw."""
+LISTED_MATCHES = 50
+"""The search lists at most this many matches, the closest first."""
 SOLVE_WAIT_SECONDS = 0.3
 """The view waits this long for the schedule before drawing by kind and polling for it."""
 
@@ -143,13 +145,15 @@ def _controls(graph: ComputeGraph, groups: frozenset[str]) -> str:
     with find_column:
         text = st.text_input("Find a node or module", key=FIND_KEY, placeholder="a name, e.g. layer3.1.conv2",
                              on_change=_searched, args=(graph,))
-        matches = find(graph, text) if text else []
+        every = find(graph, text, limit=None) if text else []
+        matches = every[:LISTED_MATCHES]
         if text and not matches:
             st.caption(f"Nothing is named like “{plain(text)}”.")
         elif len(matches) > 1:
-            st.selectbox(f"{len(matches)}{'+' if len(matches) == 50 else ''} matches", matches, index=None,
-                         key=MATCH_KEY, format_func=lambda m: _target_name(graph, m), placeholder="pick one",
-                         on_change=_match_picked, args=(graph,))
+            listed = (f"{len(every):,} matches" if len(every) == len(matches) else
+                      f"{len(every):,} matches, the closest {len(matches)} listed (scroll; type more to narrow)")
+            st.selectbox(listed, matches, index=None, key=MATCH_KEY, format_func=lambda m: _target_name(graph, m),
+                         placeholder="pick one", on_change=_match_picked, args=(graph,))
     with colour_column:
         colouring = st.segmented_control("Colour by", list(COLOURINGS), format_func=COLOURINGS.get,
                                          default="schedule", key=COLOUR_KEY, required=True)
@@ -160,6 +164,17 @@ def _controls(graph: ComputeGraph, groups: frozenset[str]) -> str:
                      help="Open whole levels of modules at once; click a ◆ module in the graph to open just "
                           "that one.")
     return colouring
+
+
+def _open_groups_title(tree: Hierarchy, groups: frozenset[str]) -> str:
+    """The expander's title: how many modules are open, or runs of nodes for a graph that names no modules."""
+    runs = sum(1 for g in groups if g in tree.runs)
+    modules = len(groups) - runs
+    if not tree.runs:
+        return f"Open modules ({modules})"
+    if len(tree.runs) == len(tree.groups):
+        return f"Open runs of nodes ({runs}; this graph names no modules, so its ops are grouped in order)"
+    return f"Open modules ({modules}) and runs of unnamed nodes ({runs})"
 
 
 def _depth_name(depth: int, deepest: int, nodes: int) -> str:
@@ -242,8 +257,8 @@ def graph_view_panel(graph: ComputeGraph, marked_ids: tuple[str, ...] = ()) -> N
     """The graph view with its controls (see the module docstring); ``marked_ids`` are ringed (a bag's vertices)."""
     groups = open_groups(graph)
     colouring = _controls(graph, groups)
-    with st.expander(f"Open modules ({len(groups)})"):
-        tree = hierarchy(graph)
+    tree = hierarchy(graph)
+    with st.expander(_open_groups_title(tree, groups)):
         st.session_state[OPEN_KEY] = sorted(groups, key=lambda p: tree.groups[p].first)
         st.multiselect("Open modules", list(tree.groups), key=OPEN_KEY, label_visibility="collapsed",
                        format_func=lambda p: tree.groups[p].label, on_change=_open_picked, args=(graph,),

@@ -8,6 +8,7 @@ from remat_core.analysis import graph_summary
 from remat_core.graph import format_bytes
 
 from .. import state
+from ..state.budgets import scale_of
 from .text import plain
 
 
@@ -39,6 +40,6 @@ def sidebar_schedule() -> None:
     with st.sidebar:
         st.divider()
         st.markdown("#### Schedule")
-        st.markdown(f"Budget **{format_bytes(budget)}** ({budget / max(peak, 1):.0%} of peak)  \n"
+        st.markdown(f"Budget **{scale_of(state.graph()).label(budget)}** ({budget / max(peak, 1):.0%} of peak)  \n"
                     f"Solver **{plain(state.solver())}**" +
                     (f"  \nCompared with {', '.join(plain(c) for c in compare)}" if compare else ""))

@@ -402,11 +402,11 @@ def selection_focus(graph: ComputeGraph, view: GraphView,
     return selected, frozenset({selected, *view.edges[touching].ravel().tolist()})
 
 
-def find(graph: ComputeGraph, text: str, limit: int = 50) -> list[tuple[str, str]]:
+def find(graph: ComputeGraph, text: str, limit: int | None = 50) -> list[tuple[str, str]]:
     """Modules and nodes whose name contains ``text`` (any case): ``("group", path)`` or ``("node", id)``.
 
     Exact names come first, then names starting with ``text``, then the rest; groups before nodes,
-    then in topological order. A node is found by its label or its id. At most ``limit``.
+    then in topological order. A node is found by its label or its id. At most ``limit`` (None: all).
     """
     wanted = text.strip().lower()
     if not wanted:

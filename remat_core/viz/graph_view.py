@@ -37,7 +37,12 @@ NAMES_TRACE = "names"
 MARKED_TRACE = "highlighted"
 FOCUS_TRACE = "selected"
 _TEXT_SIDES = ("top center", "bottom center")
-"""A name goes above its marker, or below when the name before it on its row took the space above."""
+"""A name goes above its marker, or below when a name already written took the space above."""
+_TEXT_HEIGHT_PX = 12.0
+_TEXT_OFFSET_PX = 11.0
+"""A name's box: this high, its centre this far above (or below) its marker's centre."""
+_MARGINS_PX = 80
+"""The chart's height less its plot area's: the top and bottom margins and the legend."""
 ASSUMED_WIDTH_PX = 500
 """Names and markers are sized for a chart about this wide (the page's main column in a 1024-pixel window;
 wider charts show the same names with more room)."""
@@ -201,7 +206,10 @@ def graph_view_figure(view: GraphView, layout: Layout, *, status: ViewStatus | N
     named |= n <= ALL_NAMED_UP_TO
     named[zoomed] = True
     beside = [drawn_name(v) if named[k] else "" for k, v in enumerate(view.nodes)]
-    side = _text_sides(x, y, beside, shown_width)
+    rows = float(y.max(initial=0) - y.min(initial=0)) + 1
+    chart_height = height or int(min(max(160 + 24 * rows, 420), 820))
+    shown_height = (window[1][1] - window[1][0]) if window else rows + 1
+    side = _text_sides(x, y, beside, shown_width, shown_height, chart_height - _MARGINS_PX, first=zoomed)
     written = np.flatnonzero(side >= 0)
     if len(written):  # a trace of its own: a legend entry of a trace with text shows its first text
         fig.add_trace(go.Scattergl(x=x[written], y=y[written], mode="text", name=NAMES_TRACE, showlegend=False,
@@ -214,13 +222,12 @@ def graph_view_figure(view: GraphView, layout: Layout, *, status: ViewStatus | N
     if selected is not None and 0 <= selected < n:
         fig.add_trace(_ring(x, y, sizes, [selected], FOCUS_TRACE, "#111111", 3))
 
-    rows = float(y.max(initial=0) - y.min(initial=0)) + 1
     axis = {"visible": False, "zeroline": False, "showgrid": False}
     xaxis = {**axis, "range": list(window[0])} if window else axis
     yaxis = {**axis, "range": list(window[1])} if window else axis
     legend_title = ("Schedule" if status.step is None else f"After step {status.step}") if status else "Kind"
     fig.update_layout(**base_layout(
-        height=height or int(min(max(160 + 24 * rows, 420), 820)), xaxis=xaxis, yaxis=yaxis, dragmode="pan",
+        height=chart_height, xaxis=xaxis, yaxis=yaxis, dragmode="pan",
         hovermode="closest", clickmode="event+select", uirevision=uirevision,
         title={"text": plotly_text(title), "font": {"size": 13}, "x": 0.99, "xanchor": "right"} if title else None,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
@@ -252,24 +259,35 @@ def _zoom_window(x: np.ndarray, y: np.ndarray, zoomed: np.ndarray):
     return (centre_x - half_width, centre_x + half_width), (centre_y - half_height, centre_y + half_height)
 
 
-def _text_sides(x: np.ndarray, y: np.ndarray, names: Sequence[str], x_span: float) -> np.ndarray:
-    """Per node, where its name goes: 0 above, 1 below, -1 nowhere (no name, or it would overlap a neighbour's).
+def _text_sides(x: np.ndarray, y: np.ndarray, names: Sequence[str], x_span: float, y_span: float,
+                plot_height_px: float, first: Collection[int] = ()) -> np.ndarray:
+    """Per node, where its name goes: 0 above, 1 below, -1 nowhere (no name, or it would overlap a name written).
 
-    Along each row, left to right, a name is written when the previous name on the same side ends
-    before it starts; sides alternate. Widths are estimated for a chart :data:`ASSUMED_WIDTH_PX` wide
-    showing ``x_span`` layers (the whole view, or the part zoomed to)."""
+    Each name is a box of text (10 px high, :data:`CHAR_PX` per character) above its marker, or below when
+    that overlaps a name already written; the nodes in ``first`` (those zoomed to) are placed before the
+    rest, each set along rows from left to right. Pixels are estimated for a chart
+    :data:`ASSUMED_WIDTH_PX` wide showing ``x_span`` layers and ``plot_height_px`` high showing ``y_span``
+    rows: rows closer than two lines of text (a tall graph in a chart of bounded height, as when modules
+    are opened) no longer take a name above and one below their neighbours' without a check.
+    """
     side = np.full(len(names), -1, dtype=np.int64)
-    units_per_px = x_span / ASSUMED_WIDTH_PX
-    free_from: dict[tuple[float, int], float] = {}
-    for k in np.lexsort((x, y)):
+    px_x = ASSUMED_WIDTH_PX / max(x_span, 1e-9)
+    px_y = plot_height_px / max(y_span, 1e-9)
+    boxes = np.empty((0, 4))  # left, right, bottom, top in pixels
+    wanted = np.zeros(len(names), dtype=bool)
+    wanted[list(first)] = True
+    for k in np.lexsort((x, y, ~wanted)):
         if not names[k]:
             continue
-        row = round(float(y[k]), 3)
-        half = (CHAR_PX * len(names[k]) + 6) * units_per_px / 2
-        for s in (0, 1):
-            if free_from.get((row, s), -np.inf) <= x[k] - half:
+        half = (CHAR_PX * len(names[k]) + 6) / 2
+        centre_x, centre_y = float(x[k]) * px_x, float(y[k]) * px_y
+        for s, offset in ((0, _TEXT_OFFSET_PX), (1, -_TEXT_OFFSET_PX)):
+            box = (centre_x - half, centre_x + half, centre_y + offset - _TEXT_HEIGHT_PX / 2,
+                   centre_y + offset + _TEXT_HEIGHT_PX / 2)
+            if not np.any((boxes[:, 0] < box[1]) & (box[0] < boxes[:, 1]) & (boxes[:, 2] < box[3]) &
+                          (box[2] < boxes[:, 3])):
                 side[k] = s
-                free_from[(row, s)] = float(x[k]) + half
+                boxes = np.vstack([boxes, box])
                 break
     return side
 
