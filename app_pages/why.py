@@ -6,18 +6,21 @@ import streamlit as st
 
 from explorer import state
 from explorer.figures.schedule import neighbourhood_page
-from explorer.jobs.results import SolveStillRunning, computes_at, options_key, sweep_status
-from explorer.jobs.waiting import awaited_outcome
+from explorer import safety
+from explorer.jobs.results import once_threshold_job, options_key
+from explorer.jobs.waiting import POLL_SECONDS, awaited_outcome
 from explorer.safety import callback
+from explorer.state.budgets import scale_of
 from explorer.widgets.budget import budget_scale, other_budget_slider
 from explorer.widgets.exports import csv_download, diff_records
+from explorer.widgets.jobs import job_panel
 from explorer.widgets.metrics import outcome_message
 from explorer.widgets.rows import figure_metric, wrapping_row
 from explorer.widgets.text import percent, plain
 from explorer.widgets.why_link import why_url
 from remat_core import get_solver
 from remat_core.analysis import (CHANGE_ORDER, OnceThreshold, describe_computation, explain_tensor, graph_summary,
-                                 recomputed_tensors, schedule_diff, smallest_budget_computed_once)
+                                 recomputed_tensors, schedule_diff)
 from remat_core.analysis.explain import named_fields
 from remat_core.graph import format_bytes, node_by_label, node_labels
 from remat_core.schedule import ordinal
@@ -106,30 +109,45 @@ def threshold_message(threshold: OnceThreshold) -> None:
         st.success(f"From **{format_bytes(threshold.budget)}** {plain(solver)} computes it once "
                    f"({threshold.checked} budgets checked; at {format_bytes(threshold.below)} it is still "
                    f"recomputed or infeasible).")
-        if st.button(f"Set the budget to {format_bytes(threshold.budget)}", key="why_use_threshold"):
-            state.set_budget(threshold.budget)
-            st.rerun()
+        scale = scale_of(graph)
+        target = scale.snap(threshold.budget)  # the slider's step at or above it: what the budget becomes
+        if target != budget:
+            st.button(f"Set the budget to {scale.label(target)}", key="why_use_threshold", on_click=use_budget,
+                      args=(target,))
+
+
+@callback
+def use_budget(bytes_: int) -> None:
+    state.set_budget(bytes_)
+
+
+@callback
+def find_threshold() -> None:
+    once_threshold_job(graph, solver, tensor, options, limit)
+
+
+@safety.fragment(run_every=POLL_SECONDS)
+def rerun_when_found() -> None:
+    """The search's progress, looked at every second; the page reruns once it has an answer."""
+    job = once_threshold_job(graph, solver, tensor, options, limit, start=False)
+    if job is None or job.final:
+        st.rerun()
+    job_panel(job, key="why_once", rerun=None)
+    st.caption("It runs in the background: the rest of this page and the other pages work meanwhile.")
 
 
 st.subheader("From which budget is it computed once?")
-status = sweep_status(graph, solver, options, limit)
-if status.curve is None:
-    st.info(f"Waiting for the sweep of {plain(solver)} ({status.done} of {status.total} budgets)…")
+search = once_threshold_job(graph, solver, tensor, options, limit, start=not get_solver(solver).searching)
+if search is None:
+    st.button("Find it (solves a few more budgets in the background)", key="why_find_once", on_click=find_threshold,
+              help=f"{plain(solver)} searches up to its time limit ({limit:g} s) at each budget; budgets already "
+                   f"solved (its sweep, the results store) are not solved again.")
+elif search.done:
+    threshold_message(search.result)
+elif search.final:
+    job_panel(search, key="why_once")
 else:
-    grid = [p.budget for p in status.curve.points]
-    run = not get_solver(solver).searching or st.button("Find it (solves a few more budgets)", key="why_find_once")
-    if run:
-        try:
-            with st.spinner(f"Solving {plain(solver)} at a few budgets to find where it stops recomputing this…",
-                            show_time=True):
-                found = smallest_budget_computed_once(tensor, solver, grid,
-                                                      computes_at(graph, solver, tensor, options, limit),
-                                                      tolerance=max(1, (grid[-1] - grid[0]) // 200))
-        except SolveStillRunning as e:
-            st.info(f"Not found yet: {plain(e)} (time limit {limit:g} s per solve). Look again in a moment; the "
-                    f"solves already done are kept.", icon=":material/hourglass_top:")
-        else:
-            threshold_message(found)
+    rerun_when_found()
 
 st.subheader("Two budgets side by side")
 scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)

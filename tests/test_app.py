@@ -725,3 +725,35 @@ def test_the_model_page_shows_what_kernels_hold_while_they_run():
     assert any("What kernels hold while they run" in m.value for m in at.markdown)
     table = next(d for d in at.dataframe if "temporaries" in d.value.columns)
     assert len(table.value) > 0
+
+
+@pytest.mark.parametrize("solver", ["auto", "rotor"])
+def test_the_why_pages_threshold_is_found_in_the_background_and_its_button_sets_the_budget(solver):
+    """"Set the budget" existed only in the rerun where "Find it" ran (a click reran the page without it), and
+    "Find it" blocked the page. Now the search is a job: the page shows its progress, then the threshold, and
+    the button works on the rerun after it, with a searching solver (auto) and a quick one (rotor)."""
+    from explorer.jobs.results import once_threshold_job
+
+    graph = training_chain(12 + len(solver), mem=2**20)
+    at = app()
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.session_state[state.SOLVER] = solver
+    at.session_state[state.BUDGET] = budget = state.default_budget(graph)
+    settled(at.switch_page("app_pages/why.py").run())
+    assert not at.exception
+    tensor, limit = at.session_state[state.WHY_TENSOR], at.session_state[state.TIME_LIMIT]
+    if solver == "auto":  # a searching solver: asked for, not started by itself
+        assert once_threshold_job(graph, solver, tensor, (), limit, start=False) is None
+        next(b for b in at.button if b.proto.label.startswith("Find it")).click().run()
+        assert not at.exception
+    job = once_threshold_job(graph, solver, tensor, (), limit, start=False)
+    assert job is not None and job.wait(300) and job.done
+    at.run()
+    threshold = job.result
+    assert threshold.budget is not None and threshold.recomputed_below
+    target = budget_scale_of(at).snap(threshold.budget)
+    label = f"Set the budget to {budget_scale_of(at).label(target)}"
+    at.run()  # another rerun (a widget moved elsewhere): the button is still there
+    next(b for b in at.button if b.proto.label == label).click().run()
+    assert not at.exception
+    assert at.session_state[state.BUDGET] == target != budget

@@ -46,9 +46,9 @@ LONGEST_WAIT_SECONDS = 900.0
 TENSOR_RUN_SECONDS = 900.0
 """A run on real tensors (starting PyTorch, tracing the model, running it op by op) is stopped after this."""
 
-__all__ = ["FitsAt", "SolveStillRunning", "SweepStatus", "awaited_solve", "best_possible", "computes_at", "fits_at",
-           "lp_bounds_job", "options_key", "outcome_of", "solve_job", "solve_key", "start_tensor_check", "sweep_grid",
-           "sweep_job", "sweep_status", "tensor_check_job", "tensor_check_status"]
+__all__ = ["FitsAt", "SweepStatus", "awaited_solve", "best_possible", "fits_at", "lp_bounds_job", "once_threshold_job",
+           "options_key", "outcome_of", "solve_job", "solve_key", "start_tensor_check", "sweep_grid", "sweep_job",
+           "sweep_status", "tensor_check_job", "tensor_check_status"]
 
 Options = tuple[tuple[str, Any], ...]
 
@@ -165,27 +165,6 @@ def awaited_solve(graph: ComputeGraph, budget: int, solver: str, options: Option
     return outcome
 
 
-class SolveStillRunning(Exception):
-    """A solve asked for by :func:`computes_at` has not ended within its time limit plus a margin."""
-
-
-def computes_at(graph: ComputeGraph, solver: str, tensor: str, options: Options, time_limit: float | None):
-    """``budget -> how many times the solver computes tensor`` (None: infeasible), through the kept solves.
-
-    Raises :class:`SolveStillRunning` when a solve has not ended within its time limit plus
-    :data:`STEP_MARGIN_SECONDS`.
-    """
-    def count(budget: int) -> int | None:
-        outcome = awaited_solve(graph, solver, int(budget), options, time_limit,
-                                wait=(time_limit or 0.0) + STEP_MARGIN_SECONDS)
-        if outcome is None:
-            raise SolveStillRunning(f"the solve at {format_bytes(budget)} is still running")
-        if outcome.schedule is None:
-            return None
-        return simulation_of(outcome.schedule).compute_counts.get(tensor, 0)
-    return count
-
-
 # -- sweeps and LP bounds --------------------------------------------------------------------------------
 
 def _sweep_key(graph: ComputeGraph, solver: str, options: Options, time_limit: float | None) -> tuple:
@@ -270,6 +249,31 @@ def best_possible(graph: ComputeGraph, time_limit: float | None) -> list[tuple[i
     job = lp_bounds_job(graph, time_limit)
     bounds = job.result if job.done else list(job.partial)
     return [(budget, overhead) for budget, overhead in bounds if overhead is not None]
+
+
+# -- where a tensor stops being recomputed -----------------------------------------------------------------------
+
+def _once_key(graph: ComputeGraph, solver: str, tensor: str, options: Options, time_limit: float | None) -> tuple:
+    return graph.content_hash, "once", solver, tensor, options, time_limit
+
+
+def once_threshold_job(graph: ComputeGraph, solver: str, tensor: str, options: Options, time_limit: float | None,
+                       start: bool = True) -> Job | None:
+    """The job that finds from which budget ``solver`` computes ``tensor`` once, in the solver's sweep lane (Cancel
+    and progress as for a sweep; its solves go through the results store, the sweep's answers are reused when the
+    sweep is done). ``start=False``: only a job already kept (None if there is none)."""
+    lane = solver_sweep_lane(solver)
+    key = _once_key(graph, solver, tensor, options, time_limit)
+    if not start:
+        return lane.find(key)
+    budgets = tuple(sweep_grid(graph, solver))
+    sweep = sweep_status(graph, solver, options, time_limit, wait=0)
+    known = tuple((p.budget, (p.recomputed.get(tensor, 1) if p.feasible else None))
+                  for p in (sweep.curve.points if sweep.curve is not None else ()))
+    steps = len(budgets) + tasks.ONCE_REFINE_STEPS
+    return lane.submit(key, tasks.once_threshold_task, solver, tensor, budgets, known, options, time_limit,
+                       graph=portable(graph), label=f"where {solver} stops recomputing it", total=steps,
+                       **_limits(time_limit, steps))
 
 
 # -- runs on real tensors -------------------------------------------------------------------------------------

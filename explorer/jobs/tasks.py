@@ -19,7 +19,8 @@ from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from remat_core import ComputeGraph, RematError, Schedule, SolveOutcome
-from remat_core.analysis import LP_AVAILABLE, CurvePoint, curve_point, lp_lower_bound
+from remat_core.analysis import (LP_AVAILABLE, CurvePoint, OnceThreshold, curve_point, lp_lower_bound,
+                                 smallest_budget_computed_once)
 from remat_core.batch import Reporter
 from remat_core.graph import format_bytes
 from remat_core.run import TensorCheck, check_on_tensors
@@ -90,6 +91,38 @@ def lp_bounds_task(report: Reporter, graph: ComputeGraph, budgets: Sequence[int]
         bounds.append((budget, lp_bound(graph, budget, time_limit)))
         report.partial(bounds[-1])
     return tuple(bounds)
+
+
+ONCE_REFINE_STEPS = 6
+"""Bisection solves :func:`once_threshold_task` adds between the grid's budgets (see
+:func:`~remat_core.analysis.smallest_budget_computed_once`)."""
+
+
+def once_threshold_task(report: Reporter, graph: ComputeGraph, solver: str, tensor: str, budgets: Sequence[int],
+                        known: tuple[tuple[int, int | None], ...], options: Options,
+                        time_limit: float | None) -> OnceThreshold:
+    """The smallest budget from which ``solver`` computes ``tensor`` once: the grid ``budgets`` (answers in
+    ``known``, a sweep's, are not solved again; the rest go through the results store), then bisection. Each
+    solve is a step of its progress."""
+    answers = dict(known)
+    total = len(set(budgets) - set(answers)) + ONCE_REFINE_STEPS
+    solved = 0
+
+    def computes_at(budget: int) -> int | None:
+        nonlocal solved
+        if budget in answers:
+            return answers[budget]
+        report.step(min(solved, total - 1), total, format_bytes(budget))
+        outcome = solve_graph(graph, solver, budget, options, time_limit)
+        solved += 1
+        if outcome.status == FAILED:
+            raise SweepFailed(f"at {format_bytes(budget)}: {outcome.message}")
+        answers[budget] = outcome.schedule.simulation.compute_counts.get(tensor, 0) if outcome.feasible else None
+        return answers[budget]
+
+    span = max(budgets) - min(budgets) if budgets else 0
+    return smallest_budget_computed_once(tensor, solver, budgets, computes_at, refine_steps=ONCE_REFINE_STEPS,
+                                         tolerance=max(1, span // 200))
 
 
 def share_cores() -> None:
