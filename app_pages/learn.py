@@ -9,7 +9,7 @@ from explorer.figures.lesson import GRAPH_HEIGHT, TIMELINE_HEIGHT, TREE_HEIGHT, 
 from explorer.jobs.results import awaited_solve
 from explorer.safety import fragment
 from explorer.widgets.stepper import step_controls
-from explorer.widgets.text import percent, plain
+from explorer.widgets.text import number, percent, plain
 from explorer.widgets.why_link import why_url
 from remat_core import RematError, memory_lower_bound
 from remat_core.analysis import (call_title, describe_call, describe_reason, module_groups, walk_step_title)
@@ -137,21 +137,29 @@ except RematError as e:
     st.stop()
 stats = walk.schedule.stats
 trace = walk.trace
+peak_step = next((i for i, s in enumerate(walk.steps) if s.peak >= stats["peak"]), len(walk.steps) - 1)
 st.markdown(f"**{len(walk.calls)} calls** over a {trace.decomposition.kind} decomposition of width "
             f"{trace.decomposition.width} (separator tree of height {trace.separators.height}), "
-            f"**{len(walk.steps)} steps**. Peak **{format_bytes(stats['peak'])}** (checkpoint-all: "
-            f"{format_bytes(peak)}), cost {percent(stats['overhead'])} over computing each tensor once, "
-            f"{stats['recomputed_nodes']} tensors recomputed."
+            f"**{len(walk.steps)} steps**. Peak **{format_bytes(stats['peak'])}**, reached at **step {peak_step + 1}** "
+            f"(checkpoint-all: {format_bytes(peak)}), cost {percent(stats['overhead'])} over computing each tensor "
+            f"once, {stats['recomputed_nodes']} tensors recomputed."
             + (f" The budget was {format_bytes(budget)}: the recursion alone "
                f"{'fits it' if stats['peak'] <= budget else 'goes over it (the solver then evicts or falls back)'}."
                if budget is not None else ""))
+if stats["peak"] > peak:
+    st.warning(f"Here the recursion peaks **above** checkpoint-all ({format_bytes(stats['peak'])} against "
+               f"{format_bytes(peak)}): on a graph this small (or this wide) the separator bags it keeps resident "
+               f"cost more than the activations it frees. Its bound, O((width + in-degree) × log n) tensors, pays "
+               f"off on long graphs of small width; a budget-aware solver would fall back to a cheaper schedule "
+               f"here.", icon=":material/trending_up:")
 walk_key = (graph.content_hash, solver, budget)
 learn.start_walk(walk_key, len(walk.steps))
 
 
 def walkthrough() -> None:
     """The step controls, the call at that step in words, and the three linked figures."""
-    at = step_controls(len(walk.steps))
+    at = step_controls(len(walk.steps), peak_step)
+    learn.publish_lesson(kind, None if kind == learn.MODULE_EXAMPLE else int(size), solver, mode, at)
     step = walk.steps[at]
     call = walk.calls[step.call]
     result = walk.schedule.simulation
@@ -166,16 +174,18 @@ def walkthrough() -> None:
                                     theme=None, alt=f"The graph {shown}")
     with text_column, st.container(height=GRAPH_HEIGHT, border=True):
         st.markdown(f"**{plain(walk_step_title(graph, walk, step))}**")
-        st.caption(f"{plain(call_title(graph, walk, call.index))} · memory now {format_bytes(step.memory)} · peak "
-                   f"so far {format_bytes(step.peak)} of {format_bytes(stats['peak'])} · cost so far {step.cost:g} of "
-                   f"{stats['cost']:g}")
+        st.caption(f"{plain(call_title(graph, walk, call.index))} · memory now **{format_bytes(step.memory)}** · "
+                   f"peak so far {format_bytes(step.peak)} of {format_bytes(stats['peak'])} · cost so far "
+                   f"{number(step.cost)} of {number(stats['cost'])}")
         for line in describe_call(graph, walk, call.index):
             st.markdown(plain(line))
-        for i in list(step.ops)[:OPS_LISTED]:
-            st.caption(f"· {plain(describe_op(graph, result, i, walk.occurrence[i]))}: "
-                       f"{plain(describe_reason(walk.schedule.reason_at(i), graph=graph))}")
-        if len(step.ops) > OPS_LISTED:
-            st.caption(f"· … and {len(step.ops) - OPS_LISTED} more ops")
+        if step.ops:
+            with st.expander(f"This step's {len(step.ops)} op{'s' if len(step.ops) > 1 else ''}"):
+                for i in list(step.ops)[:OPS_LISTED]:
+                    st.caption(f"· {plain(describe_op(graph, result, i, walk.occurrence[i]))}: "
+                               f"{plain(describe_reason(walk.schedule.reason_at(i), graph=graph))}")
+                if len(step.ops) > OPS_LISTED:
+                    st.caption(f"· … and {len(step.ops) - OPS_LISTED} more ops")
     tree_column, timeline_column = st.columns([2, 3])
     with tree_column:
         on_tree = st.echarts_chart(tree_at, key=f"learn_separators_{generation}", on_select="rerun",

@@ -58,10 +58,14 @@ RECURSIONS = tuple(sorted((spec.name for spec in find_solvers(traceable_recursio
 MEMORY_MODES = ("pure", "budget")
 
 LESSON_PARAMS = ("example", "size", "recursion", "memory", "step")
-"""The Learn page's own URL parameters: a link opens the lesson on an example, size, recursion, memory mode
-and step (1-based), read once when a session opens the page (:func:`open_from_url`)."""
-URL_READ = "learn_url_read"
+"""The Learn page's own URL parameters: the lesson's example, size, recursion, memory mode and step (1-based).
+The page writes them as the lesson moves (:func:`publish_lesson`; not while it plays) and follows them when
+the URL shows a lesson this session did not write (a link, a reload of another's link, Back)."""
+LESSON_WRITTEN = "learn_url_written"
+"""The lesson parameters this session wrote last (what the URL shows unless the user went elsewhere)."""
 URL_STEP = "learn_url_step"
+MOVED = "learn_moved"
+"""Set by the step controls' callbacks: this rerun's URL may still show the lesson before the move."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,9 @@ def open_lesson() -> list[str]:
     """Set the lesson's pickers: from the URL's :data:`LESSON_PARAMS` once per session, else their defaults
     (the chain, at its default size, TW-Remat as the paper states it). Returns what the URL said that could
     not be read (the page says so and keeps the defaults for those)."""
-    wrong = [] if st.session_state.get(URL_READ) else _from_url()
+    given = {k: st.query_params[k] for k in LESSON_PARAMS if k in st.query_params}
+    moved = st.session_state.pop(MOVED, False)  # a control moved the lesson: the URL may lag behind it
+    wrong = _from_url(given) if given and not moved and given != st.session_state.get(LESSON_WRITTEN) else []
     state = st.session_state
     state.setdefault("w_learn_example", "chain")
     for kind, example in EXAMPLES.items():
@@ -152,10 +158,9 @@ def open_lesson() -> list[str]:
     return wrong
 
 
-def _from_url() -> list[str]:
+def _from_url(given: dict[str, str]) -> list[str]:
     state = st.session_state
-    state[URL_READ] = True
-    given = {k: st.query_params[k] for k in LESSON_PARAMS if k in st.query_params}
+    state[LESSON_WRITTEN] = given
     wrong = []
     example = given.get("example")
     if example is not None:
@@ -180,15 +185,37 @@ def _from_url() -> list[str]:
     if "step" in given:
         if given["step"].isdigit() and int(given["step"]) >= 1:
             state[URL_STEP] = int(given["step"]) - 1
+            state[STEP] = int(given["step"]) - 1  # the walk shown already: go there (a new one starts there)
+            state[PLAYING] = False
         else:
             wrong.append(f"step={given['step']} (a step number from 1)")
     return wrong
 
 
+def lesson_params(kind: str, size: int | None, recursion: str, memory: str, step: int) -> dict[str, str]:
+    """The URL parameters of this lesson state (``step`` 0-based; ``size`` None for a module)."""
+    params = {"example": kind, "size": size, "recursion": recursion, "memory": memory, "step": step + 1}
+    return {k: str(v) for k, v in params.items() if v is not None}
+
+
 def lesson_url(kind: str, size: int | None, recursion: str, memory: str, step: int) -> str:
     """A link that opens the Learn page on this lesson state (``step`` 0-based; ``size`` None for a module)."""
-    params = {"example": kind, "size": size, "recursion": recursion, "memory": memory, "step": step + 1}
-    return "/learn?" + urlencode({k: v for k, v in params.items() if v is not None})
+    return "/learn?" + urlencode(lesson_params(kind, size, recursion, memory, step))
+
+
+def publish_lesson(kind: str, size: int | None, recursion: str, memory: str, step: int) -> None:
+    """Write the lesson's state into the URL beside the explorer's own parameters (a reload or a shared link
+    opens the same step), unless it plays: a step a second would fill the browser's history."""
+    if playing():
+        return
+    wanted = lesson_params(kind, size, recursion, memory, step)
+    st.session_state[LESSON_WRITTEN] = wanted
+    if {k: st.query_params[k] for k in LESSON_PARAMS if k in st.query_params} != wanted:
+        for name in LESSON_PARAMS:
+            if name in wanted:
+                st.query_params[name] = wanted[name]
+            elif name in st.query_params:
+                del st.query_params[name]
 
 
 def start_walk(identity: tuple, steps: int) -> int:
@@ -208,6 +235,7 @@ def start_walk(identity: tuple, steps: int) -> int:
 def go_to(step: int, steps: int, pause: bool = True) -> None:
     """Show ``step`` (clamped); a manual move pauses Play."""
     st.session_state[STEP] = max(0, min(int(step), steps - 1))
+    st.session_state[MOVED] = True
     if pause:
         st.session_state[PLAYING] = False
 
@@ -233,6 +261,7 @@ def slider_moved(drawn_at: int) -> None:
     if state.get(STEP) == drawn_at:
         state[STEP] = int(state[slider_key(drawn_at)]) - 1
         state[PLAYING] = False
+        state[MOVED] = True
 
 
 def playing() -> bool:
@@ -275,6 +304,7 @@ def tick(steps: int) -> None:
 def toggle_play(steps: int) -> None:
     """Play from the current step (from the start when at the end), or pause."""
     state = st.session_state
+    state[MOVED] = True
     if playing():
         state[PLAYING] = False
         return

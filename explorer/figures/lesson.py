@@ -12,9 +12,11 @@ from remat_core.analysis import RecursionWalk, WalkStep
 from remat_core.graph import node_labels
 from remat_core.viz import LessonGraph, SeparatorTreeChart, TimelineChart
 
-GRAPH_HEIGHT = 360
-TREE_HEIGHT = 280
-TIMELINE_HEIGHT = 280
+GRAPH_HEIGHT = 300
+TREE_HEIGHT = 210
+TIMELINE_HEIGHT = 210
+"""Sized so that a step (its controls, the graph beside the call's card, the tree and the memory timeline) fits
+one 1024x768 screen: a lesson can be projected in a classroom."""
 
 
 @dataclass(frozen=True)

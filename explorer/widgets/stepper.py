@@ -8,8 +8,9 @@ import streamlit as st
 from .. import learn
 
 
-def step_controls(steps: int) -> int:
-    """Draw the controls for a walk-through of ``steps`` steps; returns the step to show (0-based).
+def step_controls(steps: int, peak_step: int | None = None) -> int:
+    """Draw the controls for a walk-through of ``steps`` steps (and a button to ``peak_step``, where memory peaks);
+    returns the step to show (0-based).
 
     Every control sets :data:`explorer.learn.STEP` in its callback, before anything reads it, and the
     slider is drawn at that step: the "step k of n" text and the slider always agree. Play, Pause and a
@@ -36,7 +37,12 @@ def step_controls(steps: int) -> int:
                   args=(last, steps), disabled=at >= last, help="The last step")
         st.segmented_control("Speed", learn.SPEEDS, key=learn.SPEED, default=1.0, format_func=lambda s: f"{s:g}×",
                              required=True, label_visibility="collapsed", help="Play speed: steps per second")
-    st.markdown(f"**Step {at + 1} of {steps}**" + (" · playing" if learn.playing() else ""))
+    with st.container(horizontal=True, vertical_alignment="center"):
+        st.markdown(f"**Step {at + 1} of {steps}**" + (" · playing" if learn.playing() else ""))
+        if peak_step is not None and at != peak_step:
+            st.button(f"Go to the peak (step {peak_step + 1})", key="learn_peak", on_click=learn.go_to,
+                      args=(peak_step, steps), type="tertiary", icon=":material/vertical_align_top:",
+                      help="The step at which this schedule's memory peaks")
     if steps > 1:
         st.slider("Step", 1, steps, value=at + 1, key=learn.slider_key(at), on_change=learn.slider_moved,
                   args=(at,), label_visibility="collapsed")

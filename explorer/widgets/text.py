@@ -25,3 +25,12 @@ def percent(value: float | None, signed: bool = True) -> str:
     if value is None:
         return "—"
     return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def number(value: float) -> str:
+    """A count or a cost as a reader takes it in at a glance: ``1,234``, ``11.17 billion`` (never ``1.11712e+10``)."""
+    magnitude = abs(value)
+    for size, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
+        if magnitude >= size:
+            return f"{value / size:.4g} {word}"
+    return f"{value:,.0f}" if float(value).is_integer() or magnitude >= 100 else f"{value:.3g}"

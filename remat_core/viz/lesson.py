@@ -129,7 +129,8 @@ class LessonGraph:
                 if self.ids[b] in inside and (self.ids[a] in inside or self.ids[a] in resident_set)]
         return _base(series=[_edge_series(self.nodes, self.edges, "#dddddd", 1), _edge_series(self.nodes, ours, "#7a7a7a", 1.6),
                              {"type": "scatter", "name": NODES_SERIES, "selectedMode": "single", "data": data,
-                              "label": {"show": False}, "emphasis": {"disabled": True},
+                              "label": {"show": False}, "labelLayout": {"hideOverlap": True},
+                              "emphasis": {"disabled": True},
                               "select": {"itemStyle": {"borderColor": "#000000", "borderWidth": 4}}}], **self.axes)
 
     nodes_series_index = 2
@@ -197,7 +198,8 @@ class SeparatorTreeChart:
             data.append({**base, "itemStyle": {"color": BAG_COLOR, "borderColor": ring, "borderWidth": width}})
         return _base(series=[_edge_series(self.nodes, self.edges, "#bbbbbb", 1),
                              {"type": "scatter", "name": "bags", "selectedMode": "single", "data": data,
-                              "emphasis": {"disabled": True}, "select": {"itemStyle": {"borderColor": "#000000"}}}],
+                              "labelLayout": {"hideOverlap": True}, "emphasis": {"disabled": True},
+                              "select": {"itemStyle": {"borderColor": "#000000"}}}],
                      **self.axes)
 
     nodes_series_index = 1
