@@ -1,4 +1,5 @@
-"""The schedule package: a plan of compute/free ops, and the one simulator that measures it.
+"""The schedule package: a plan of compute/free ops (and offload/prefetch copies on a transfer lane), and the one
+simulator that measures it.
 
 In: a :class:`~remat_core.graph.ComputeGraph` and ops. Out: :class:`Schedule` (ops, reasons,
 measured stats, ``remat-schedule`` JSON), :func:`simulate` (the only judge of peak and cost),
@@ -14,14 +15,14 @@ from .allocator import (AllocatorConfig, AllocatorReplay, AllocatorSettingError,
 from .io import load_schedule, save_schedule
 from .ops import needed_topological_order, ops_from_computes
 from .postpass import PassReason, evict_to_budget_indexed, tighten_indexed
-from .schedule import COMPUTE, FREE, Op, Reason, Schedule, reason
-from .simulator import (SimulationResult, checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak,
+from .schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, Op, Reason, Schedule, reason
+from .simulator import (Link, SimulationResult, Timing, checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak,
     measure_indexed, memory_lower_bound, schedule_stats, simulate)
 from .timeline import describe_op, memory_by_kind, occurrences, ordinal, simulation_of
 
 __all__ = ["AllocatorConfig", "AllocatorReplay", "AllocatorSettingError", "checkpoint_all_cost", "checkpoint_all_ops", "checkpoint_all_peak",
-           "COMPUTE", "describe_op", "evict_to_budget_indexed", "FREE", "load_schedule", "measure_indexed",
-           "memory_by_kind", "memory_lower_bound", "memory_viz_snapshot", "needed_topological_order", "occurrences",
-           "Op", "OutOfMemory", "ops_from_computes", "ordinal", "PassReason", "Reason", "reason", "replay",
+           "COMPUTE", "describe_op", "evict_to_budget_indexed", "FREE", "Link", "load_schedule", "measure_indexed",
+           "memory_by_kind", "memory_lower_bound", "memory_viz_snapshot", "needed_topological_order", "occurrences", "OFFLOAD",
+           "Op", "OutOfMemory", "ops_from_computes", "ordinal", "PassReason", "PREFETCH", "Reason", "reason", "replay",
            "save_schedule", "Schedule", "snapshot_pickle", "schedule_stats", "simulate", "simulation_of", "SimulationResult",
-           "tighten_indexed"]
+           "tighten_indexed", "Timing"]

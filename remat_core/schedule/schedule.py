@@ -1,4 +1,8 @@
-"""Schedules: an ordered list of ``("compute", id)`` and ``("free", id)`` ops.
+"""Schedules: an ordered list of ``("compute", id)``, ``("free", id)``, ``("offload", id)`` and ``("prefetch", id)`` ops.
+
+``offload`` copies a device tensor to host memory on the transfer lane, ``prefetch`` brings a host copy
+back; both need a :class:`~remat_core.schedule.simulator.Link` when simulated. A schedule of compute
+and free ops alone is what every schedule was before transfers (and simulates exactly as before).
 
 A schedule is plain data. Whoever made it, :func:`remat_core.schedule.simulator.simulate` judges it, and
 :func:`remat_core.solve` attaches the measured ``stats``. Each op may carry a reason (why the solver
@@ -20,7 +24,10 @@ SCHEDULE_FORMAT = "remat-schedule"
 SCHEDULE_FORMAT_VERSION = 1
 COMPUTE = "compute"
 FREE = "free"
-ACTIONS = (COMPUTE, FREE)
+OFFLOAD = "offload"
+PREFETCH = "prefetch"
+ACTIONS = (COMPUTE, FREE, OFFLOAD, PREFETCH)
+TRANSFERS = (OFFLOAD, PREFETCH)
 
 Op = tuple[str, str]
 Reason = dict[str, Any]
@@ -38,7 +45,7 @@ class Schedule:
     Parameters
     ----------
     ops : sequence of (str, str)
-        ``("compute", node_id)`` or ``("free", node_id)``.
+        ``(action, node_id)``, the action one of :data:`ACTIONS`.
     reasons : sequence of dict or None, optional
         Parallel to ``ops``: why each op was chosen (None where there is nothing to say).
     graph, solver : str
@@ -126,7 +133,8 @@ class Schedule:
         ops = []
         for i, op in enumerate(raw_ops):
             if not (isinstance(op, list) and len(op) == 2 and all(isinstance(x, str) for x in op)):
-                raise ScheduleFormatError(f"op #{i} is {op!r}; an op is [\"compute\" or \"free\", node id]")
+                raise ScheduleFormatError(f"op #{i} is {op!r}; an op is [action, node id], the action one of "
+                                          f"{', '.join(ACTIONS)}")
             ops.append((op[0], op[1]))
         budget = doc.get("budget")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):

@@ -13,6 +13,24 @@ Memory model
 - ``free v``: v is resident and not pinned. Memory shrinks by ``mem(v)``.
 - At the end every output has been computed at least once (it may have been freed since).
 
+Time and the transfer lane
+--------------------------
+Ops run in order on the compute lane, each ``compute`` for ``cost(v)`` time units, so that without
+transfers the makespan is the cost. ``offload v`` (v resident on the device, no host copy yet) and
+``prefetch v`` (v not resident, a host copy made) are issued to the transfer lane when the compute
+lane reaches them, and run there concurrently with it, in issue order per direction (one lane for
+both directions when the :class:`Link` is half duplex), each for ``latency + mem(v) / bandwidth``:
+
+- an offload starts once it is issued, its lane is free and v has been computed; the host holds v
+  from then on (host bytes, reported, never budgeted);
+- a prefetch holds v's device bytes from the op on (the budget counts them then) and starts once its
+  lane is free and v's offload has finished; v is resident again, its data there when it ends;
+- a ``compute`` waits until the data of every input is there (a prefetch in flight), and a
+  ``free v`` waits until no copy of v is in flight (its offload): the compute lane stalls.
+
+The makespan is when the last op of either lane ends. A tensor may be computed again instead of
+prefetched (its host copy stays).
+
 Any violation raises :class:`~remat_core.errors.InvalidSchedule` naming the step, the op and the
 reason.
 """
@@ -26,7 +44,77 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 from ..errors import InvalidSchedule
 from ..graph import ComputeGraph
 from .ops import free_after_last_use, needed_topological_order
-from .schedule import COMPUTE, FREE, Op, Schedule
+from .schedule import ACTIONS, COMPUTE, FREE, OFFLOAD, PREFETCH, TRANSFERS, Op, Schedule
+
+
+@dataclass(frozen=True)
+class Link:
+    """The transfer lane between device and host memory.
+
+    Attributes
+    ----------
+    to_host, to_device : float
+        Bandwidth of each direction in bytes per unit of the graph's cost (time); ``math.inf``: copies
+        take only the latency.
+    latency : float
+        Time units every copy takes besides its bytes.
+    full_duplex : bool
+        Copies to the host and to the device run at once (two lanes); False: one lane for both.
+    """
+
+    to_host: float
+    to_device: float
+    latency: float = 0.0
+    full_duplex: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("to_host", "to_device"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Link.{name} must be a positive bandwidth (bytes per time unit), got "
+                                 f"{getattr(self, name)!r}; a link without bandwidth offloads nothing: leave it out")
+        if not self.latency >= 0:
+            raise ValueError(f"Link.latency must be a non-negative time, got {self.latency!r}")
+
+    def duration(self, action: str, nbytes: int) -> float:
+        """Time a copy of ``nbytes`` takes in the direction of ``action`` (offload or prefetch)."""
+        return self.latency + nbytes / (self.to_host if action == OFFLOAD else self.to_device)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """When the ops ran, for a schedule simulated with a :class:`Link`.
+
+    Attributes
+    ----------
+    makespan : float
+        When the last op of either lane ended.
+    start, end : tuple of float
+        Per op: when it started and ended on its lane (a free takes no time; a transfer's on the
+        transfer lane, the others' on the compute lane).
+    compute_stall : float
+        Time the compute lane waited: inputs still being prefetched, frees waiting for their offload.
+    transfer_stall : float
+        Time copies waited beyond their issue and their lane: an offload for its tensor to be
+        computed, a prefetch for its offload.
+    host_peak : int
+        The most bytes held in host memory at once.
+    to_host, to_device : int
+        Bytes copied each way.
+    """
+
+    makespan: float
+    start: tuple[float, ...]
+    end: tuple[float, ...]
+    compute_stall: float
+    transfer_stall: float
+    host_peak: int
+    to_host: int
+    to_device: int
+
+    def summary(self) -> dict[str, Any]:
+        return {"makespan": self.makespan, "compute_stall": self.compute_stall,
+                "transfer_stall": self.transfer_stall, "host_peak": self.host_peak,
+                "bytes_to_host": self.to_host, "bytes_to_device": self.to_device}
 
 
 class Lifetime(NamedTuple):
@@ -63,6 +151,10 @@ class SimulationResult:
         How many times each computed node was computed.
     ops : tuple of (str, str)
         The ops simulated.
+    timing : Timing or None
+        When each op ran on the compute and transfer lanes, the makespan, stalls, host memory and
+        bytes moved, for a schedule simulated with a :class:`Link` (None without one: the makespan
+        is then the cost).
     """
 
     peak: int
@@ -73,6 +165,12 @@ class SimulationResult:
     compute_counts: Mapping[str, int]
     ops: tuple[Op, ...]
     transient: tuple[int, ...] = ()
+    timing: Timing | None = None
+
+    @property
+    def makespan(self) -> float:
+        """When the step ends: the cost without transfers, else the later of the two lanes."""
+        return self.timing.makespan if self.timing is not None else self.cost
 
     @property
     def computes(self) -> int:
@@ -104,7 +202,9 @@ class SimulationResult:
             if action == COMPUTE:
                 open_at[node] = step
                 seen[node] = seen.get(node, 0) + 1
-            else:
+            elif action == PREFETCH:  # back on the device: a stay of the same computation
+                open_at[node] = step
+            elif action == FREE:
                 done.append(Lifetime(node, open_at.pop(node), step, seen[node]))
         done.extend(Lifetime(n, s, None, seen[n]) for n, s in open_at.items())
         done.sort(key=lambda life: life.start)
@@ -114,14 +214,15 @@ class SimulationResult:
         """Ids resident right after op ``step`` (pinned nodes included); step -1 is the start."""
         resident = {n.id for n in graph.nodes if n.pinned}
         for action, node in self.ops[: step + 1]:
-            if action == COMPUTE:
+            if action in (COMPUTE, PREFETCH):
                 resident.add(node)
-            else:
+            elif action == FREE:
                 resident.discard(node)
         return [i for i in graph.ids if i in resident]
 
 
-def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int | None = None) -> SimulationResult:
+def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int | None = None,
+             link: Link | None = None) -> SimulationResult:
     """Run a schedule against the memory model and measure it.
 
     Parameters
@@ -129,7 +230,10 @@ def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int
     graph : ComputeGraph
     schedule : Schedule or iterable of (action, node id)
     budget : int, optional
-        When given, memory above it is also a violation (reported at the step it happens).
+        When given, device memory above it is also a violation (reported at the step it happens).
+    link : Link, optional
+        The transfer lane: needed by offload and prefetch ops; with it the result carries their
+        :class:`Timing` (a schedule without transfers then has the cost as its makespan).
 
     Returns
     -------
@@ -148,12 +252,12 @@ def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int
         if i is None:
             raise InvalidSchedule(step, (action, node), f"unknown node {node!r}: the graph has no node with that id")
         indexed.append((action, i))
-    peak, peak_step, cost, timeline, counts, held = _simulate_core(graph, indexed, budget)
+    peak, peak_step, cost, timeline, counts, held, timing = _simulate_core(graph, indexed, budget, link)
     ids = graph.ids
     compute_counts = {ids[i]: c for i, c in enumerate(counts) if c}
     return SimulationResult(peak=peak, peak_step=peak_step, cost=cost, start_memory=graph.pinned_bytes,
                             memory=tuple(timeline), compute_counts=compute_counts, ops=ops,
-                            transient=tuple(held) if any(held) else ())
+                            transient=tuple(held) if any(held) else (), timing=timing)
 
 
 def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: int | None = None) -> tuple[int, float]:
@@ -164,14 +268,14 @@ def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget:
     InvalidSchedule
         As :func:`simulate` does (the op is reported with the node's id).
     """
-    peak, _, cost, _, _, _ = _simulate_core(graph, ops, budget)
+    peak, _, cost, _, _, _, _ = _simulate_core(graph, ops, budget)
     return peak, cost
 
 
-def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
-                   budget: int | None) -> tuple[int, int, float, list[int], list[int], list[int]]:
+def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: int | None,
+                   link: Link | None = None) -> tuple[int, int, float, list[int], list[int], list[int], Timing | None]:
     """The one simulator's loop over index ops: peak, its step, cost, memory after each op, computes per node,
-    and what each op's kernel held beyond the memory after it."""
+    what each op's kernel held beyond the memory after it, and the lanes' timing (with a link)."""
     mem = graph.mem
     transient = graph.transient
     siblings = graph.siblings
@@ -187,7 +291,13 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
     timeline = [0] * len(ops)
     held = [0] * len(ops)
     previous = -1  # the node the op before computed (-1 after a free)
+    lanes = _Lanes(graph, link, len(ops)) if link is not None else None
     for step, (action, i) in enumerate(ops):
+        if lanes is not None:
+            lanes.run(step, action, i)
+        elif action in TRANSFERS:
+            raise InvalidSchedule(step, (action, ids[i]), f"a {action} needs the transfer lane's bandwidth: simulate "
+                                                          f"with link=Link(to_host=..., to_device=...)")
         if action == COMPUTE:
             if pinned[i]:
                 raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is pinned: pinned nodes are always resident "
@@ -225,15 +335,97 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]],
             resident[i] = 0
             memory -= mem[i]
             previous = -1
+        elif action == PREFETCH:
+            if resident[i]:
+                raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is already resident on the device; "
+                                                              f"only a tensor freed after its offload is prefetched")
+            resident[i] = 1
+            memory += mem[i]
+            previous = -1
+            if memory > peak:
+                peak, peak_step = memory, step
+            if budget is not None and memory > budget:
+                raise InvalidSchedule(step, (action, ids[i]), f"memory {memory:,} bytes (the prefetched tensor's "
+                                                              f"included from the op on) exceeds the budget of "
+                                                              f"{budget:,} bytes")
+        elif action == OFFLOAD:
+            if not resident[i] or pinned[i]:
+                raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is {'pinned' if pinned[i] else 'not resident'}"
+                                                              f": only a computed tensor on the device is offloaded")
+            previous = -1
         else:
-            raise InvalidSchedule(step, (action, ids[i]), f"unknown action {action!r}; expected \"{COMPUTE}\" or "
-                                                          f"\"{FREE}\"")
+            raise InvalidSchedule(step, (action, ids[i]), f"unknown action {action!r}; expected one of "
+                                                          f"{', '.join(ACTIONS)}")
         timeline[step] = memory
     never = [ids[o] for o in graph.output_idx if counts[o] == 0]
     if never:
         names = ", ".join(f"'{n}'" for n in never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
         raise InvalidSchedule(len(ops), None, f"output(s) never computed: {names}")
-    return peak, peak_step, total_cost, timeline, counts, held
+    return peak, peak_step, total_cost, timeline, counts, held, lanes.timing() if lanes is not None else None
+
+
+class _Lanes:
+    """The compute lane's clock and the transfer lane(s) of :func:`_simulate_core` (see the module notes)."""
+
+    def __init__(self, graph: ComputeGraph, link: Link, steps: int):
+        self.graph, self.link = graph, link
+        self.now = 0.0  # the compute lane's clock: when its next op may start
+        self.free_at = {OFFLOAD: 0.0, PREFETCH: 0.0}  # when each direction's lane is free
+        self.ready: dict[int, float] = {}  # tensor -> when its data is on the device (a prefetch in flight)
+        self.offloaded: dict[int, float] = {}  # tensor -> when its host copy is complete
+        self.computed_at: dict[int, float] = {}
+        self.start, self.end = [0.0] * steps, [0.0] * steps
+        self.compute_stall = self.transfer_stall = 0.0
+        self.host = self.host_peak = 0
+        self.moved = {OFFLOAD: 0, PREFETCH: 0}
+        self.last = 0.0
+
+    def run(self, step: int, action: str, i: int) -> None:
+        """Time op ``step`` (checked for what only the lanes know; the memory rules are checked by the caller)."""
+        graph = self.graph
+        if action == COMPUTE:
+            waits = max((self.ready.get(j, 0.0) for j in graph.pred_idx[i]), default=0.0)
+            self._stall_until(waits)
+            self.start[step] = self.now
+            self.now += graph.cost[i]
+            self.end[step] = self.computed_at[i] = self.ready[i] = self.now
+        elif action == FREE:
+            self._stall_until(max(self.offloaded.get(i, 0.0), self.ready.get(i, 0.0)))
+            self.start[step] = self.end[step] = self.now
+        elif action in TRANSFERS:
+            op = (action, graph.ids[i])
+            if action == OFFLOAD:
+                if i in self.offloaded:
+                    raise InvalidSchedule(step, op, f"'{graph.ids[i]}' already has a host copy")
+                data_from = self.computed_at.get(i, 0.0)
+            else:
+                if i not in self.offloaded:
+                    raise InvalidSchedule(step, op, f"'{graph.ids[i]}' has no host copy to prefetch: offload it first")
+                data_from = self.offloaded[i]
+            lane = action if self.link.full_duplex else OFFLOAD
+            issued = max(self.now, self.free_at[lane])
+            begin = max(issued, data_from)
+            self.transfer_stall += begin - issued
+            finish = begin + self.link.duration(action, graph.mem[i])
+            self.free_at[lane] = finish
+            self.start[step], self.end[step] = begin, finish
+            self.moved[action] += graph.mem[i]
+            if action == OFFLOAD:
+                self.offloaded[i] = finish
+                self.host += graph.mem[i]
+                self.host_peak = max(self.host_peak, self.host)
+            else:
+                self.ready[i] = finish
+        self.last = max(self.last, self.end[step])
+
+    def _stall_until(self, moment: float) -> None:
+        if moment > self.now:
+            self.compute_stall += moment - self.now
+            self.now = moment
+
+    def timing(self) -> Timing:
+        return Timing(max(self.last, self.now), tuple(self.start), tuple(self.end), self.compute_stall,
+                      self.transfer_stall, self.host_peak, self.moved[OFFLOAD], self.moved[PREFETCH])
 
 
 def checkpoint_all_ops(graph: ComputeGraph, explain: bool = True):

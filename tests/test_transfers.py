@@ -1,0 +1,107 @@
+"""The transfer lane of the one simulator: offload and prefetch ops, timed on their own lane beside the compute lane."""
+
+import json
+import math
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from strategies import compute_graphs
+
+from remat_core import ComputeGraph, InvalidSchedule, Node, Schedule, simulate, solve
+from remat_core.graph import training_chain
+from remat_core.schedule import Link, checkpoint_all_ops
+from remat_core.schedule.schedule import ACTIONS
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "remat-schedule.schema.json").read_text())
+
+
+def three_ops() -> ComputeGraph:
+    """x (pinned) -> a -> b -> c, and c reads a too: a is needed again after b."""
+    nodes = [Node("x", 2, 0, "input", True), Node("a", 4, 1, "forward"), Node("b", 4, 1, "forward"),
+             Node("c", 1, 2, "forward")]
+    return ComputeGraph(nodes, [("x", "a"), ("a", "b"), ("b", "c"), ("a", "c")], outputs=["c"], name="three")
+
+
+OFFLOADED = [("compute", "a"), ("offload", "a"), ("compute", "b"), ("free", "a"), ("prefetch", "a"),
+             ("compute", "c")]
+LINK = Link(to_host=2.0, to_device=4.0, latency=0.5)
+
+
+def test_an_offloaded_tensor_is_timed_by_hand():
+    """a computed [0, 1]; its offload [1, 3.5] (0.5 + 4 bytes / 2); b [1, 2]; the free of a waits for the offload
+    (stall 1.5); the prefetch [3.5, 5] (0.5 + 4 / 4); c waits for it (stall 1.5) and runs [5, 7]."""
+    result = simulate(three_ops(), OFFLOADED, link=LINK)
+    timing = result.timing
+    assert timing.start == (0.0, 1.0, 1.0, 3.5, 3.5, 5.0) and timing.end == (1.0, 3.5, 2.0, 3.5, 5.0, 7.0)
+    assert timing.makespan == result.makespan == 7.0 and timing.compute_stall == 3.0 and timing.transfer_stall == 0.0
+    assert (timing.host_peak, timing.to_host, timing.to_device) == (4, 4, 4)
+    assert result.memory == (6, 6, 10, 6, 10, 11) and result.peak == 11 and result.cost == 4.0
+
+
+def test_a_half_duplex_link_runs_both_directions_on_one_lane():
+    graph = three_ops()
+    ops = [("compute", "a"), ("offload", "a"), ("compute", "b"), ("offload", "b"), ("free", "a"),
+           ("prefetch", "a"), ("compute", "c")]
+    full = simulate(graph, ops, link=Link(1.0, 1.0)).timing
+    half = simulate(graph, ops, link=Link(1.0, 1.0, full_duplex=False)).timing
+    # b's offload [5, 9] holds the one lane: a's prefetch waits for it (full duplex: [5, 9] beside it)
+    assert full.start[5] == 5.0 and half.start[5] == 9.0 and half.makespan > full.makespan
+
+
+def test_a_prefetch_counts_against_the_budget_from_its_op():
+    """a is offloaded and freed before d: memory 6 until the prefetch brings a's 4 bytes back beside d's."""
+    nodes = [Node("x", 2, 0, "input", True), Node("a", 4, 1, "forward"), Node("d", 4, 1, "forward"),
+             Node("c", 1, 2, "forward")]
+    graph = ComputeGraph(nodes, [("x", "a"), ("x", "d"), ("d", "c"), ("a", "c")], outputs=["c"])
+    ops = [("compute", "a"), ("offload", "a"), ("free", "a"), ("compute", "d"), ("prefetch", "a"), ("compute", "c")]
+    with pytest.raises(InvalidSchedule, match="step 4 .*prefetched tensor"):
+        simulate(graph, ops, budget=9, link=LINK)
+    assert simulate(graph, ops, budget=11, link=LINK).peak == 11
+
+
+@pytest.mark.parametrize("ops, message", [
+    ([("compute", "a"), ("offload", "a")], "needs the transfer lane"),
+    ([("compute", "a"), ("free", "a"), ("prefetch", "a")], "no host copy"),
+    ([("offload", "a")], "not resident"),
+    ([("offload", "x")], "pinned"),
+    ([("compute", "a"), ("offload", "a"), ("offload", "a")], "already has a host copy"),
+    ([("compute", "a"), ("offload", "a"), ("prefetch", "a")], "already resident"),
+    ([("compute", "a"), ("move", "a")], "unknown action 'move'"),
+])
+def test_transfer_ops_that_break_a_rule_say_which(ops, message):
+    link = None if message == "needs the transfer lane" else LINK
+    with pytest.raises(InvalidSchedule, match=message):
+        simulate(three_ops(), ops + [("compute", "b"), ("compute", "c")], link=link)
+
+
+@settings(max_examples=30)
+@given(graph=compute_graphs())
+def test_without_transfers_a_link_changes_nothing_and_the_makespan_is_the_cost(graph):
+    ops, _ = checkpoint_all_ops(graph, explain=False)
+    plain = simulate(graph, ops)
+    linked = simulate(graph, ops, link=LINK)
+    assert (linked.peak, linked.cost, linked.memory, linked.transient) == (plain.peak, plain.cost, plain.memory,
+                                                                           plain.transient)
+    assert plain.timing is None and plain.makespan == plain.cost
+    assert math.isclose(linked.makespan, linked.cost) and linked.timing.compute_stall == 0.0
+
+
+def test_a_solved_schedule_simulates_the_same_with_a_link():
+    graph = training_chain(20)
+    schedule = solve(graph, int(simulate(graph, checkpoint_all_ops(graph)[0]).peak * 0.6), "rotor")
+    linked = simulate(graph, schedule, link=LINK)
+    assert linked.peak == schedule.stats["peak"] and math.isclose(linked.makespan, schedule.stats["cost"])
+
+
+def test_transfer_ops_round_trip_through_the_schedule_format_and_its_schema():
+    document = Schedule.from_ops(OFFLOADED, graph="three").to_json()
+    jsonschema.validate(document, SCHEMA)
+    assert Schedule.from_json(json.loads(json.dumps(document))).ops == tuple(OFFLOADED)
+    assert set(SCHEMA["properties"]["ops"]["items"]["prefixItems"][0]["enum"]) == set(ACTIONS)
+
+
+def test_a_link_needs_a_bandwidth():
+    with pytest.raises(ValueError, match="positive bandwidth"):
+        Link(0.0, 1.0)
