@@ -25,5 +25,5 @@ if __name__ == "__main__":
     if navigation.title == ROOT_TITLE:
         navigation.run()
     entry = entry_titled(navigation.title)
-    frame(schedule_summary=not entry.draws_schedule_summary)
+    frame(entry.url_path, schedule_summary=not entry.draws_schedule_summary)
     run_page(navigation, entry.title)

@@ -16,16 +16,17 @@ from .state.models import default_model
 from .widgets.sidebar import sidebar_model, sidebar_schedule
 
 
-def frame(schedule_summary: bool = True) -> None:
+def frame(page: str = "", schedule_summary: bool = True) -> None:
     """Page config, the URL's state and the session's defaults (a built-in model, a solver, a budget), what a
     link or a control could not do, and the sidebar, each failure contained (see :mod:`explorer.safety`).
 
-    ``schedule_summary=False`` leaves the sidebar's budget and solver block to the page.
+    ``page`` is the page's URL path (the URL's state follows Back within it); ``schedule_summary=False`` leaves
+    the sidebar's budget and solver block to the page.
     """
     st.set_page_config(page_title="Remat Explorer", page_icon=":material/memory:", layout="wide")
     start_lanes()  # start the workers early: they take a while to start
     with contained("opening the link"):
-        url.open_link(default_model)
+        url.open_link(default_model, page)
         url.show_problems()
     show_callback_failure()
     with contained("the sidebar"):
@@ -43,3 +44,4 @@ def run_page(page, title: str) -> None:
     finally:
         with contained("writing the page's state into its URL"):
             url.publish()
+            url.end_of_run()

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from remat_core.errors import first_line
 
@@ -28,6 +29,10 @@ from .widgets.text import plain
 
 LOG = logging.getLogger("explorer")
 CALLBACK_FAILURE = "safety_callback_failure"
+STATE_MOVED = "safety_state_moved"
+"""Set when a widget callback ran or the app reran itself (``st.rerun``) before this run: the state moved, so
+the URL the request carries may still show the state before the move (read and cleared by
+:mod:`explorer.state.url`)."""
 """Session key: the last failure of a widget callback, shown once by :func:`show_callback_failure`."""
 
 
@@ -49,6 +54,9 @@ def contained(where: str) -> Iterator[None]:
     """A ``with`` block whose exceptions are logged and shown (:func:`show_failure`) instead of raised."""
     try:
         yield
+    except RerunException:
+        st.session_state[STATE_MOVED] = True
+        raise
     except Exception as error:  # noqa: BLE001 - the net under every page: anything a page raises stops here
         LOG.error("%s failed", where, exc_info=error)
         show_failure(where, type(error).__name__, first_line(error), _traceback(error))
@@ -71,6 +79,7 @@ def callback(function: Callable) -> Callable:
     """A widget callback whose failure is logged and kept for the next run to show, not raised."""
     @functools.wraps(function)
     def guarded(*args: Any, **kwargs: Any) -> None:
+        st.session_state[STATE_MOVED] = True
         try:
             function(*args, **kwargs)
         except Exception as error:  # noqa: BLE001 - a callback failing would fail the whole run before the page

@@ -501,3 +501,19 @@ def test_the_thumb_the_url_and_the_sidebar_show_one_budget(link):
     assert at.session_state[state.BUDGET] == scale.to_bytes(slider.value)
     assert at.query_params["budget"] == thumb.replace(" ", "")
     assert any(f"Budget **{thumb}**" in m.value for m in at.sidebar.markdown)
+
+
+def test_back_to_a_url_the_session_wrote_before_goes_back_to_that_state():
+    """The browser's Back brings back a URL this session wrote: it was written over with the current state (a new
+    history entry), so Back could never leave the page."""
+    at = opened({"model": "resnet18", "solver": "rotor"}, "app_pages/schedule.py")
+    before = dict(at.query_params)
+    slider = at.slider(key="w_budget")
+    slider.set_value(slider.min + 3 * slider.proto.step).run()  # a control: the URL follows it
+    moved = dict(at.query_params)
+    assert moved["budget"] != before["budget"]
+    at.query_params.update(before)  # Back
+    at.run()
+    assert not at.warning and dict(at.query_params) == before
+    assert at.session_state[state.BUDGET] == scale_of(at.session_state[state.MODEL].graph).snap(
+        checked_budget(before["budget"], at.session_state[state.MODEL].graph))

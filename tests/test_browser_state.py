@@ -12,9 +12,10 @@ from test_browser import RENDER_TIMEOUT_MS, chromium_tab, require_chromium, serv
 from test_browser_fuzz import upload_file
 
 from explorer.pages import PAGES
+from explorer.state.budgets import scale_of
 from remat_core import checkpoint_all_peak
 from remat_core.frontends import trace_zoo_model
-from remat_core.graph import format_bytes, training_chain
+from remat_core.graph import training_chain
 
 pytestmark = pytest.mark.browser
 
@@ -64,10 +65,11 @@ def test_the_documented_link_opens_resnet18_with_rotor_at_70_percent_of_its_peak
     open_link(tab, app_url, "/schedule?model=resnet18&solver=rotor&budget=70%25")
     assert tab.locator('[data-testid="stMainBlockContainer"] h1').first.inner_text() == "Schedule"
     assert not tab.locator('[data-testid="stAlertContentWarning"]', has_text="link").count()
-    peak = checkpoint_all_peak(trace_zoo_model("resnet18", 32, level="module"))
+    graph = trace_zoo_model("resnet18", 32, level="module")
+    scale = scale_of(graph)
     text = sidebar(tab)
     assert "resnet18 (batch_size=32" in text and "Solver rotor" in text
-    assert f"Budget {format_bytes(round(peak * 0.7))} (70% of peak)" in text
+    assert f"Budget {scale.label(scale.snap(round(checkpoint_all_peak(graph) * 0.7)))} (70% of peak)" in text
     assert params(tab)["model"] == "resnet18" and params(tab)["solver"] == "rotor"
 
 
@@ -136,3 +138,22 @@ def test_every_page_answers_at_its_name_and_the_root_leads_to_the_model_page(tab
         assert not tab.get_by_text("Page not found").count()
     open_link(tab, app_url, "/?model=mlp&solver=rotor")
     assert urlsplit(tab.url).path == "/model" and params(tab)["model"] == "mlp" and params(tab)["solver"] == "rotor"
+
+
+def test_back_walks_out_of_the_pages_instead_of_staying(tab, app_url):
+    """Each Back landed on a URL the page wrote over at once (a new entry): the user could not leave."""
+    open_link(tab, app_url, "/model?model=mlp&solver=rotor")
+    for name in ("Schedule", "Timeline"):
+        tab.locator('[data-testid="stSidebarNav"] a', has_text=name).click()
+        tab.wait_for_function(f"() => location.pathname === '/{name.lower()}' && location.search.includes('budget=')",
+                              timeout=RENDER_TIMEOUT_MS)
+        wait_rendered(tab)
+    paths = []
+    for _ in range(6):
+        tab.go_back()
+        wait_rendered(tab)
+        tab.wait_for_timeout(1500)  # a page that wrote its URL again would have pushed a new entry by now
+        paths.append(tab.evaluate("() => location.pathname"))
+        if paths[-1] == "/model":
+            break
+    assert "/schedule" in paths and paths[-1] == "/model", paths

@@ -22,7 +22,7 @@ from remat_core import ComputeGraph, Schedule, SolveOutcome, get_solver
 from remat_core.analysis import ParetoCurve, sweep_budgets
 from remat_core.graph import format_bytes
 from remat_core.run import TensorCheck
-from remat_core.schedule import checkpoint_all_cost, simulation_of
+from remat_core.schedule import checkpoint_all_cost
 from remat_core.solvers import FAILED
 
 from ..state import Model

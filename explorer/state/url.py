@@ -32,10 +32,15 @@ from .budgets import checked_budget, scale_of
 from .links import URL_PARAMS
 from .models import failure_message, model_from_source
 from .session import Model
+from ..safety import STATE_MOVED
 from ..widgets.text import plain
 
 WRITTEN = "url_written"
 """Session key: the last parameter sets this session wrote (a request still carrying one of them is no link)."""
+LAST_PAGE = "url_last_page"
+"""Session key: the page the last full run showed."""
+HOLD = "url_hold"
+"""Session key: True for a run that came Back to an entry without parameters, which is left as it is."""
 PROBLEMS = "url_problems"
 """Session key: what the last link asked that could not be done, and the state it opened on (for
 :func:`show_problems`)."""
@@ -59,11 +64,22 @@ def state_params() -> dict[str, str]:
     return {name: params[name] for name in URL_PARAMS if params.get(name) is not None}
 
 
-def open_link(default_model: Callable[[], Model]) -> None:
-    """Apply the URL's parameters when this session did not write them, fill in the session's defaults
-    (``default_model()`` only when no model is set), and write the state back (:func:`publish`)."""
+def open_link(default_model: Callable[[], Model], page: str = "") -> None:
+    """Apply the URL's parameters unless they are what this session last wrote, fill in the session's defaults
+    (``default_model()`` only when no model is set), and write the state back (:func:`publish`).
+
+    The browser's Back and Forward bring back URLs this session wrote before: they are followed (writing
+    the current state over them pushed a new history entry, and Back could never leave the page). A URL
+    this session wrote before is not followed when a control or the app itself (``st.rerun``) moved the
+    state just before this run: the request may carry the URL from before the move. Back onto an entry without parameters on the same
+    ``page`` (Streamlit's menu leaves one before the page writes its state) keeps the URL as it is.
+    """
     params = current_params()
-    follow = bool(params) and not _written_here(params)
+    moved = st.session_state.pop(STATE_MOVED, False)
+    written = st.session_state.get(WRITTEN, [])
+    last_page, st.session_state[LAST_PAGE] = st.session_state.get(LAST_PAGE), page
+    follow = bool(params) and (not written or _key(params) != written[-1]) and not (moved and _written_here(params))
+    st.session_state[HOLD] = not params and bool(written) and not moved and page == last_page
     problems = _open_model(params) if follow else []
     session.ensure(default_model)
     if follow:
@@ -74,13 +90,21 @@ def open_link(default_model: Callable[[], Model]) -> None:
 
 
 def publish() -> None:
-    """Write the session's state into the URL when it differs (in :data:`URL_PARAMS` order, other parameters kept)."""
+    """Write the session's state into the URL when it differs (in :data:`URL_PARAMS` order, other parameters kept);
+    not in a run that came Back to an entry without parameters (see :func:`open_link`)."""
+    if st.session_state.get(HOLD):
+        return
     wanted = state_params()
     if wanted != current_params():
         others = {name: st.query_params.get_all(name) for name in st.query_params if name not in URL_PARAMS}
         st.query_params.from_dict({**others, **wanted})
     written = [w for w in st.session_state.get(WRITTEN, []) if w != _key(wanted)]
     st.session_state[WRITTEN] = (written + [_key(wanted)])[-REMEMBERED_WRITES:]
+
+
+def end_of_run() -> None:
+    """The full run is over: later runs of a fragment (a slider moved) write the URL again."""
+    st.session_state.pop(HOLD, None)
 
 
 def show_problems() -> None:
