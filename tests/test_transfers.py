@@ -105,3 +105,27 @@ def test_transfer_ops_round_trip_through_the_schedule_format_and_its_schema():
 def test_a_link_needs_a_bandwidth():
     with pytest.raises(ValueError, match="positive bandwidth"):
         Link(0.0, 1.0)
+
+
+def test_the_command_line_times_a_schedule_with_transfers(tmp_path):
+    import subprocess
+    import sys
+
+    from remat_core import save_graph
+    from remat_core.schedule import save_schedule
+
+    save_graph(three_ops(), tmp_path / "g.json")
+    save_schedule(Schedule.from_ops(OFFLOADED), tmp_path / "s.json")
+    root = Path(__file__).resolve().parents[1]
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "remat_core", "simulate", str(tmp_path / "g.json"),
+                               str(tmp_path / "s.json"), *args], capture_output=True, text=True, cwd=root)
+    out = run("--bandwidth", "2,4", "--latency", "0.5")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["transfers"] == {"makespan": 7.0, "compute_stall": 3.0, "transfer_stall": 0.0,
+                                                   "host_peak": 4, "bytes_to_host": 4, "bytes_to_device": 4}
+    without = run()
+    assert without.returncode == 1 and "--bandwidth" in without.stderr
+    bad = run("--bandwidth", "fast")
+    assert bad.returncode == 2 and "positive numbers or sizes" in bad.stderr

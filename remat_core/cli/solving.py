@@ -6,9 +6,9 @@ import argparse
 import sys
 import time
 
-from ..errors import InvalidSchedule, SolverOptionError
-from ..graph import load_graph
-from ..schedule import load_schedule, replay, save_schedule, simulate, snapshot_pickle
+from ..errors import BudgetError, InvalidSchedule, SolverOptionError
+from ..graph import load_graph, parse_budget
+from ..schedule import Link, load_schedule, replay, save_schedule, simulate, snapshot_pickle
 from ..solvers import DEFAULT_SOLVER, list_solvers
 from ._common import (EXIT_OK, Command, add_memory_args, add_store_args, allocator_of, budget_arg, option_args,
                       outcome_exit, print_json, solved_through_store)
@@ -62,6 +62,14 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--snapshot", metavar="OUT.pickle", default=None,
                    help="with --memory reserved: write the allocator's trace as a memory snapshot that PyTorch's "
                         "memory_viz (pytorch.org/memory_viz) opens")
+    p.add_argument("--bandwidth", metavar="BYTES[,BYTES]", default=None,
+                   help="time the schedule's offload and prefetch ops on a transfer lane: bytes copied per unit of "
+                        "the graph's cost, to the host[,to the device] (a number or bytes with a unit: 4096, 1MiB); "
+                        "reports the makespan, each lane's stalls, the host peak and the bytes moved")
+    p.add_argument("--latency", type=float, default=0.0, help="with --bandwidth: cost units every copy takes besides "
+                                                               "its bytes (default 0)")
+    p.add_argument("--half-duplex", action="store_true",
+                   help="with --bandwidth: one lane for both directions (default: one each way)")
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -71,12 +79,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     allocator = allocator_of(args)
     if args.snapshot and allocator is None:
         raise SolverOptionError("--snapshot writes the caching allocator's trace: add --memory reserved")
+    link = link_of(args)
     try:
-        result = simulate(graph, schedule, budget=budget)
+        result = simulate(graph, schedule, budget=budget, link=link)
     except InvalidSchedule as e:
         print_json({"valid": False, "step": e.step, "op": list(e.op) if e.op else None, "reason": e.reason})
         raise
     report = result.summary()
+    if result.timing is not None:
+        report["transfers"] = result.timing.summary()
     if schedule.budget is not None:
         report["budget"] = schedule.budget
         report["within_budget"] = result.peak <= schedule.budget
@@ -90,6 +101,31 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 out.write(snapshot_pickle(replayed, {n.id: n.display_name for n in graph.nodes}))
     print_json(report)
     return EXIT_OK
+
+
+def link_of(args: argparse.Namespace) -> Link | None:
+    """The transfer lane ``--bandwidth``, ``--latency`` and ``--half-duplex`` describe (None without ``--bandwidth``).
+
+    Raises
+    ------
+    SolverOptionError
+        For a bandwidth that is not one or two positive sizes, or a negative latency.
+    """
+    if args.bandwidth is None:
+        if args.latency or args.half_duplex:
+            raise SolverOptionError("--latency and --half-duplex describe the transfer lane: add --bandwidth")
+        return None
+    parts = [p.strip() for p in str(args.bandwidth).split(",")]
+    try:
+        rates = [float(p) if p.replace(".", "", 1).isdigit() else float(parse_budget(p)) for p in parts]
+        if len(rates) not in (1, 2):
+            raise BudgetError("one or two values")
+        return Link(rates[0], rates[-1], latency=args.latency, full_duplex=not args.half_duplex)
+    except (BudgetError, ValueError) as e:
+        why = str(e) if isinstance(e, ValueError) and "Link" in str(e) else "not one or two sizes"
+        raise SolverOptionError(f"--bandwidth {args.bandwidth!r}: {why}; give the bytes copied per unit of the graph's "
+                                f"cost, to the host[,to the device], as positive numbers or sizes with a unit "
+                                f"(4096, or 1MiB,2MiB)") from None
 
 
 def add_solvers_parser(sub: argparse._SubParsersAction) -> None:

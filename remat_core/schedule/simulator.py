@@ -296,8 +296,9 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: 
         if lanes is not None:
             lanes.run(step, action, i)
         elif action in TRANSFERS:
-            raise InvalidSchedule(step, (action, ids[i]), f"a {action} needs the transfer lane's bandwidth: simulate "
-                                                          f"with link=Link(to_host=..., to_device=...)")
+            raise InvalidSchedule(step, (action, ids[i]), f"{'an' if action == OFFLOAD else 'a'} {action} needs the "
+                                                          f"transfer lane's bandwidth: simulate with a Link (on the "
+                                                          f"command line, --bandwidth)")
         if action == COMPUTE:
             if pinned[i]:
                 raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is pinned: pinned nodes are always resident "
@@ -350,8 +351,9 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: 
                                                               f"{budget:,} bytes")
         elif action == OFFLOAD:
             if not resident[i] or pinned[i]:
-                raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is {'pinned' if pinned[i] else 'not resident'}"
-                                                              f": only a computed tensor on the device is offloaded")
+                state = "pinned" if pinned[i] else "not resident"
+                raise InvalidSchedule(step, (action, ids[i]), f"'{ids[i]}' is {state}: only a computed tensor on the "
+                                                              f"device is offloaded")
             previous = -1
         else:
             raise InvalidSchedule(step, (action, ids[i]), f"unknown action {action!r}; expected one of "
