@@ -71,6 +71,7 @@ def fragment(function: Callable | None = None, *, run_every: float | str | None 
         def guarded(*args: Any, **kwargs: Any) -> None:
             with contained(f"this part of the page ({body.__name__})"):
                 body(*args, **kwargs)
+            st.session_state.pop(STATE_MOVED, None)  # the move was this run's; a later full run must not see it
         return st.fragment(guarded, run_every=run_every, key=key)
     return decorate(function) if function is not None else decorate
 

@@ -82,7 +82,11 @@ def test_a_moved_slider_is_in_the_url_and_survives_a_reload(tab, app_url):
         tab.keyboard.press("ArrowRight")
     wait_for_url(tab, "budget", before)
     wait_rendered(tab)
-    tab.wait_for_timeout(1000)
+    # the burst has landed once the URL and the sidebar show one budget (the same digits: one value)
+    tab.wait_for_function(
+        "() => { const b = new URLSearchParams(location.search).get('budget'); "
+        "const m = document.querySelector('[data-testid=\"stSidebar\"]').innerText.match(/Budget (.+?) \\(/); "
+        "return b !== null && m !== null && m[1].replace(' ', '') === b; }", timeout=RENDER_TIMEOUT_MS)
     budget, position = params(tab)["budget"], slider.input_value()
     shown = shown_budget(tab)
     tab.reload()

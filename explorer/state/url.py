@@ -19,6 +19,8 @@ back; the budget slider calls it too, as it reruns in a fragment without the fra
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Callable
 
 import streamlit as st
@@ -37,6 +39,10 @@ from ..widgets.text import plain
 
 WRITTEN = "url_written"
 """Session key: the last parameter sets this session wrote (a request still carrying one of them is no link)."""
+WRITTEN_AT = "url_written_at"
+"""Session key: when this session last wrote the URL (``time.monotonic``)."""
+LAG_SECONDS = 1.5
+"""A request this soon after a write may still carry the URL from before it (the browser had not applied it)."""
 LAST_PAGE = "url_last_page"
 """Session key: the page the last full run showed."""
 HOLD = "url_hold"
@@ -71,11 +77,13 @@ def open_link(default_model: Callable[[], Model], page: str = "") -> None:
     The browser's Back and Forward bring back URLs this session wrote before: they are followed (writing
     the current state over them pushed a new history entry, and Back could never leave the page). A URL
     this session wrote before is not followed when a control or the app itself (``st.rerun``) moved the
-    state just before this run: the request may carry the URL from before the move. Back onto an entry without parameters on the same
+    state just before this run, or the session wrote the URL less than :data:`LAG_SECONDS` ago: the request
+    may carry the URL from before the move (an upload's second rerun does). Back onto an entry without parameters on the same
     ``page`` (Streamlit's menu leaves one before the page writes its state) keeps the URL as it is.
     """
     params = current_params()
     moved = st.session_state.pop(STATE_MOVED, False)
+    moved = moved or time.monotonic() - st.session_state.get(WRITTEN_AT, -math.inf) < LAG_SECONDS
     written = st.session_state.get(WRITTEN, [])
     last_page, st.session_state[LAST_PAGE] = st.session_state.get(LAST_PAGE), page
     follow = bool(params) and (not written or _key(params) != written[-1]) and not (moved and _written_here(params))
@@ -98,6 +106,7 @@ def publish() -> None:
     if wanted != current_params():
         others = {name: st.query_params.get_all(name) for name in st.query_params if name not in URL_PARAMS}
         st.query_params.from_dict({**others, **wanted})
+        st.session_state[WRITTEN_AT] = time.monotonic()
     written = [w for w in st.session_state.get(WRITTEN, []) if w != _key(wanted)]
     st.session_state[WRITTEN] = (written + [_key(wanted)])[-REMEMBERED_WRITES:]
 
@@ -105,6 +114,7 @@ def publish() -> None:
 def end_of_run() -> None:
     """The full run is over: later runs of a fragment (a slider moved) write the URL again."""
     st.session_state.pop(HOLD, None)
+    st.session_state.pop(STATE_MOVED, None)
 
 
 def show_problems() -> None:
