@@ -93,7 +93,7 @@ def test_moving_the_budget_slider_changes_the_metrics_and_the_sidebar():
     top_budget = at.session_state[state.BUDGET]
     assert top_budget > first_budget and texts(at) != shown
     assert any(m.label.endswith("Peak memory") for m in at.metric)
-    assert format_bytes(top_budget) in sidebar_text(at)
+    assert f"Budget **{budget_scale_of(at).label(top_budget)}**" in sidebar_text(at)
     solved(at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run())
     assert not at.exception and texts(at) != texts_at_top(at, top_budget)
 
@@ -259,6 +259,11 @@ def test_switching_solver_works(solver):
             f"it names **{format_bytes(checkpoint_all_peak(graph))}** as feasible" in warning
     else:
         metrics = {m.label: m.value for m in at.metric}
+        for _ in range(5):  # on a busy machine a run may still show the sweep's estimate (≈): look again
+            if "Peak memory" in metrics:
+                break
+            metrics = {m.label: m.value for m in at.run().metric}
+        assert "Peak memory" in metrics, (outcome.status, outcome.detail, list(metrics), [w.value for w in at.warning])
         assert metrics["Peak memory"] == format_bytes(outcome.schedule.stats["peak"])
         assert metrics["Cost overhead"] == percent(outcome.schedule.stats["overhead"])
     at.switch_page("app_pages/timeline.py").run()
@@ -738,6 +743,7 @@ def test_the_why_pages_threshold_is_found_in_the_background_and_its_button_sets_
     at = app()
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.SOLVER] = solver
+    at.session_state[state.TIME_LIMIT] = 2.0  # auto searches each budget to its limit
     at.session_state[state.BUDGET] = budget = state.default_budget(graph)
     settled(at.switch_page("app_pages/why.py").run())
     assert not at.exception

@@ -300,7 +300,7 @@ def test_the_session_is_written_into_the_url_and_a_new_tab_on_it_opens_the_same(
     written = dict(at.query_params)
     budget = at.session_state[state.BUDGET]
     assert written["budget"] == scale_of(at.session_state[state.MODEL].graph).text(budget)
-    assert written["solver"] == "chen-greedy" and written["model"] == "resnet18"
+    assert written["solver"] == "chen-greedy" and written["model"] == "resnet18:batch_size=4"
     again = opened(written, "app_pages/schedule.py")
     assert not again.warning and again.session_state[state.BUDGET] == budget
     assert again.session_state[state.SOLVER] == "chen-greedy"
@@ -329,7 +329,7 @@ def test_bad_link_values_are_each_reported_and_the_page_opens_on_what_it_had():
     for expected in ("level='deep' is no level", "solver='nosuch' is not a solver here", "budget='1e999'",
                      "tensor='nowhere'", "This link could not be followed in full"):
         assert expected in text, text
-    assert at.query_params["model"] == "resnet18"  # the URL shows what the page shows
+    assert at.query_params["model"] == "resnet18:batch_size=4"  # the URL shows what the page shows
     assert at.session_state[state.BUDGET] == state.default_budget(at.session_state[state.MODEL].graph)
     at.run()  # a rerun the page makes by itself (a solve landed) keeps the message
     assert "This link could not be followed in full" in warnings(at)
@@ -338,7 +338,7 @@ def test_bad_link_values_are_each_reported_and_the_page_opens_on_what_it_had():
     assert not at.warning
     broken = opened({"model": "resnet18:batch_size=99999"})
     assert "could not be opened" in warnings(broken) and "batch_size" in warnings(broken)
-    assert broken.session_state[state.MODEL].source == "resnet18"
+    assert broken.session_state[state.MODEL].source == "resnet18:batch_size=4"
 
 
 def test_what_the_session_wrote_is_not_applied_again_but_a_new_link_is():
@@ -532,3 +532,11 @@ def test_a_request_right_after_a_write_carrying_the_url_before_it_is_not_taken_f
     at.query_params.update(before)  # the lagging request, right after the write
     at.run()
     assert at.session_state[state.BUDGET] == budget and at.query_params["budget"] != before["budget"]
+
+
+def test_the_model_pages_form_starts_at_the_loaded_models_options():
+    at = opened({}, "app_pages/model.py")  # a new session: resnet18 at batch 4
+    assert at.session_state[state.MODEL].source == "resnet18:batch_size=4"
+    assert at.number_input(key="w_zoo_resnet18_batch_size").value == 4
+    at.selectbox(key="w_zoo_model").set_value("resnet50").run()
+    assert at.number_input(key="w_zoo_resnet50_batch_size").value == 32  # not loaded: the zoo's, as a link's

@@ -100,7 +100,7 @@ def test_an_uploaded_graph_survives_a_reload_and_opens_in_a_second_tab(tab, app_
     graph = training_chain(9, mem=3 * 2**20, name="kept-for-reload")
     open_link(tab, app_url, "/")
     upload_file(tab, "kept.json", json.dumps(graph.to_json()))
-    key = wait_for_url(tab, "model", "resnet18")
+    key = wait_for_url(tab, "model", "resnet18:batch_size=4")
     assert re.fullmatch(r"[0-9a-f]{64}", key) and "kept-for-reload" in sidebar(tab)
     tab.reload()
     wait_rendered(tab)
@@ -130,7 +130,7 @@ def test_a_bad_link_says_what_it_could_not_do_and_the_page_works(tab, app_url):
     for part in ("model='nosuch'", "solver='zzz'", "budget='abc'", "tensor='nowhere'"):
         assert part in text, text
     assert not tab.locator('[data-testid="stException"]').count()
-    assert params(tab)["model"] == "resnet18" and "budget" in params(tab)
+    assert params(tab)["model"] == "resnet18:batch_size=4" and "budget" in params(tab)
 
 
 def test_every_page_answers_at_its_name_and_the_root_leads_to_the_model_page(tab, app_url):

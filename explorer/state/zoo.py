@@ -13,9 +13,12 @@ from remat_core import GraphError
 from remat_core.frontends import LEVELS, build_model, get_spec, list_models, param_count, trace_zoo_model
 from remat_core.graph import COST_MODELS
 
-from .session import Model
+from .session import MODEL, Model
 
 DEFAULT_ZOO_MODEL = "resnet18"
+DEFAULT_SESSION_OPTIONS = {"batch_size": 4}
+"""A new session's model is ResNet-18 at batch 4, not the zoo's 32: a step on real tensors (the Timeline's run)
+takes seconds on a CPU. Links and the Model page's form use the zoo's options, as ``trace`` does."""
 DEFAULT_LEVEL = "module"
 DEFAULT_COST = "flops"
 COST_SETTING = "cost"
@@ -56,9 +59,24 @@ def zoo_model(name: str, level: str = DEFAULT_LEVEL, cost: str = DEFAULT_COST,
 
 
 def default_zoo_model() -> Model:
-    """The model a new session opens on: a ResNet-18 at the zoo's options (those ``trace resnet18`` and the link
-    ``model=resnet18`` use, and the Model page's form starts at), module level."""
-    return zoo_model(DEFAULT_ZOO_MODEL)
+    """The model a new session opens on: a ResNet-18 at batch 4 (:data:`DEFAULT_SESSION_OPTIONS`), module level;
+    its link says so (``resnet18:batch_size=4``)."""
+    return zoo_model(DEFAULT_ZOO_MODEL, chosen=DEFAULT_SESSION_OPTIONS)
+
+
+def form_start(name: str) -> dict[str, int]:
+    """Where the Model page's form for zoo model ``name`` starts: the loaded model's options when it is that zoo
+    model (the form shows what the pages show), else the zoo's defaults (what ``trace`` and a link use)."""
+    options = dict(get_spec(name).defaults)
+    current = st.session_state.get(MODEL)
+    source = current.source if current is not None else ""
+    family, _, settings = (source or "").partition(":")
+    if family == name:
+        for pair in filter(None, settings.split(",")):
+            key, _, value = pair.partition("=")
+            if key in options and value.isdigit():
+                options[key] = int(value)
+    return options
 
 
 def zoo_source(name: str, options: Mapping[str, int], cost: str) -> str:
@@ -114,7 +132,7 @@ def zoo_form() -> Model | None:
     name = st.selectbox("Model", names, index=names.index(DEFAULT_ZOO_MODEL) if DEFAULT_ZOO_MODEL in names else 0,
                         key="w_zoo_model", format_func=lambda n: f"{n} · {get_spec(n).description}")
     spec = get_spec(name)
-    defaults = spec.defaults
+    defaults = form_start(name)
     with st.form("zoo_form", border=False):
         columns = st.columns(max(len(spec.options), 1) + 2)
         chosen: dict[str, Any] = {}
