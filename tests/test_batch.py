@@ -18,7 +18,7 @@ from remat_core import checkpoint_all_peak, save_graph
 from remat_core.analysis import compare, sweep_budgets
 from remat_core.solvers import FAILED
 from remat_core.batch import (BackendError, Cell, InProcess, ProcessPool, RayCluster, compare_on, open_backend,
-                              run_grid, run_study, write_study)
+                              run_grid, run_study)
 from remat_core.graph.generators import random_dag, training_chain
 from remat_core.schedule import Schedule, checkpoint_all_ops
 from remat_core.solvers import REGISTRY, register
