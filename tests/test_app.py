@@ -148,6 +148,7 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
     graph = training_chain(8, mem=2**20)
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = state.default_budget(graph)
+    at.session_state[state.TIME_LIMIT] = 2.0  # auto's sweep searches each budget to its limit
     at.switch_page("app_pages/schedule.py").run()
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
     smallest = sweep_status(graph, solver, (), limit, wait=120).curve.smallest_feasible()

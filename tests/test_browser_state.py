@@ -136,7 +136,7 @@ def test_a_bad_link_says_what_it_could_not_do_and_the_page_works(tab, app_url):
 def test_every_page_answers_at_its_name_and_the_root_leads_to_the_model_page(tab, app_url):
     """``/model`` said "Page not found" (Streamlit serves its default page at ``/`` only)."""
     for entry in PAGES:
-        open_link(tab, app_url, f"/{entry.url_path}")
+        open_link(tab, app_url, f"/{entry.url_path}?model=mlp&solver=rotor")  # a small model: quick pages
         assert urlsplit(tab.url).path == f"/{entry.url_path}"
         assert tab.locator('[data-testid="stMainBlockContainer"] h1').first.inner_text() == entry.title
         assert not tab.get_by_text("Page not found").count()

@@ -33,6 +33,7 @@ def graph_page(graph=None) -> AppTest:
     if graph is not None:
         at.session_state[state.MODEL] = state.Model(graph, "test")
         at.session_state[state.BUDGET] = state.default_budget(graph)
+        at.session_state[state.TIME_LIMIT] = 2.0  # auto, the default, searches to its limit: the view waits on it
     at.switch_page("app_pages/graph.py").run()
     assert not at.exception, at.exception
     return at
