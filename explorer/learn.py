@@ -24,6 +24,7 @@ from remat_core.solvers import find_solvers, trace_recursion
 
 from .figures.lesson import WalkFigures
 from .safety import callback
+from .state.url import MAY_LAG
 
 STEP = "learn_step"
 """The step shown, 0-based: the one value Play, Previous/Next, the slider and figure clicks set."""
@@ -62,10 +63,9 @@ LESSON_PARAMS = ("example", "size", "recursion", "memory", "step")
 The page writes them as the lesson moves (:func:`publish_lesson`; not while it plays) and follows them when
 the URL shows a lesson this session did not write (a link, a reload of another's link, Back)."""
 LESSON_WRITTEN = "learn_url_written"
-"""The lesson parameters this session wrote last (what the URL shows unless the user went elsewhere)."""
+"""The last lesson parameters this session wrote or followed, newest last (the URL shows the newest unless the
+user went elsewhere)."""
 URL_STEP = "learn_url_step"
-MOVED = "learn_moved"
-"""Set by the step controls' callbacks: this rerun's URL may still show the lesson before the move."""
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,10 @@ def open_lesson() -> list[str]:
     (the chain, at its default size, TW-Remat as the paper states it). Returns what the URL said that could
     not be read (the page says so and keeps the defaults for those)."""
     given = {k: st.query_params[k] for k in LESSON_PARAMS if k in st.query_params}
-    moved = st.session_state.pop(MOVED, False)  # a control moved the lesson: the URL may lag behind it
-    wrong = _from_url(given) if given and not moved and given != st.session_state.get(LESSON_WRITTEN) else []
+    written = st.session_state.get(LESSON_WRITTEN, [])
+    # a lesson this session wrote before is Back, unless the request may be one sent before the last write
+    stale = st.session_state.get(MAY_LAG, False) and given in written
+    wrong = _from_url(given) if given and not stale and (not written or given != written[-1]) else []
     state = st.session_state
     state.setdefault("w_learn_example", "chain")
     for kind, example in EXAMPLES.items():
@@ -160,7 +162,7 @@ def open_lesson() -> list[str]:
 
 def _from_url(given: dict[str, str]) -> list[str]:
     state = st.session_state
-    state[LESSON_WRITTEN] = given
+    _remember(given)
     wrong = []
     example = given.get("example")
     if example is not None:
@@ -192,6 +194,12 @@ def _from_url(given: dict[str, str]) -> list[str]:
     return wrong
 
 
+def _remember(params: dict[str, str]) -> None:
+    """Note ``params`` as the lesson the URL shows now (the last few are kept, the newest last)."""
+    kept = [p for p in st.session_state.get(LESSON_WRITTEN, []) if p != params]
+    st.session_state[LESSON_WRITTEN] = (kept + [params])[-8:]
+
+
 def lesson_params(kind: str, size: int | None, recursion: str, memory: str, step: int) -> dict[str, str]:
     """The URL parameters of this lesson state (``step`` 0-based; ``size`` None for a module)."""
     params = {"example": kind, "size": size, "recursion": recursion, "memory": memory, "step": step + 1}
@@ -209,7 +217,7 @@ def publish_lesson(kind: str, size: int | None, recursion: str, memory: str, ste
     if playing():
         return
     wanted = lesson_params(kind, size, recursion, memory, step)
-    st.session_state[LESSON_WRITTEN] = wanted
+    _remember(wanted)
     if {k: st.query_params[k] for k in LESSON_PARAMS if k in st.query_params} != wanted:
         for name in LESSON_PARAMS:
             if name in wanted:
@@ -235,7 +243,6 @@ def start_walk(identity: tuple, steps: int) -> int:
 def go_to(step: int, steps: int, pause: bool = True) -> None:
     """Show ``step`` (clamped); a manual move pauses Play."""
     st.session_state[STEP] = max(0, min(int(step), steps - 1))
-    st.session_state[MOVED] = True
     if pause:
         st.session_state[PLAYING] = False
 
@@ -261,7 +268,6 @@ def slider_moved(drawn_at: int) -> None:
     if state.get(STEP) == drawn_at:
         state[STEP] = int(state[slider_key(drawn_at)]) - 1
         state[PLAYING] = False
-        state[MOVED] = True
 
 
 def playing() -> bool:
@@ -304,7 +310,6 @@ def tick(steps: int) -> None:
 def toggle_play(steps: int) -> None:
     """Play from the current step (from the start when at the end), or pause."""
     state = st.session_state
-    state[MOVED] = True
     if playing():
         state[PLAYING] = False
         return

@@ -43,6 +43,9 @@ WRITTEN_AT = "url_written_at"
 """Session key: when this session last wrote the URL (``time.monotonic``)."""
 LAG_SECONDS = 1.5
 """A request this soon after a write may still carry the URL from before it (the browser had not applied it)."""
+MAY_LAG = "url_may_lag"
+"""Session key, for the run: the URL the request carries may be from before the session's last move (pages with
+parameters of their own, the Learn page's, read it rather than following a stale URL)."""
 LAST_PAGE = "url_last_page"
 """Session key: the page the last full run showed."""
 HOLD = "url_hold"
@@ -86,6 +89,7 @@ def open_link(default_model: Callable[[], Model], page: str = "") -> None:
     moved = moved or time.monotonic() - st.session_state.get(WRITTEN_AT, -math.inf) < LAG_SECONDS
     written = st.session_state.get(WRITTEN, [])
     last_page, st.session_state[LAST_PAGE] = st.session_state.get(LAST_PAGE), page
+    st.session_state[MAY_LAG] = moved
     follow = bool(params) and (not written or _key(params) != written[-1]) and not (moved and _written_here(params))
     st.session_state[HOLD] = not params and bool(written) and not moved and page == last_page
     problems = _open_model(params) if follow else []
@@ -115,6 +119,7 @@ def end_of_run() -> None:
     """The full run is over: later runs of a fragment (a slider moved) write the URL again."""
     st.session_state.pop(HOLD, None)
     st.session_state.pop(STATE_MOVED, None)
+    st.session_state.pop(MAY_LAG, None)
 
 
 def show_problems() -> None:
