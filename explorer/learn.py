@@ -24,7 +24,7 @@ from remat_core.solvers import find_solvers, trace_recursion
 
 from .figures.lesson import WalkFigures
 from .safety import callback
-from .state.url import MAY_LAG
+from .state.url import followed, remember
 
 STEP = "learn_step"
 """The step shown, 0-based: the one value Play, Previous/Next, the slider and figure clicks set."""
@@ -63,8 +63,8 @@ LESSON_PARAMS = ("example", "size", "recursion", "memory", "step")
 The page writes them as the lesson moves (:func:`publish_lesson`; not while it plays) and follows them when
 the URL shows a lesson this session did not write (a link, a reload of another's link, Back)."""
 LESSON_WRITTEN = "learn_url_written"
-"""The last lesson parameters this session wrote or followed, newest last (the URL shows the newest unless the
-user went elsewhere)."""
+"""The lesson parameters this session wrote or followed last (:func:`explorer.state.url.remember`), by the
+explorer's own rules for its URL parameters."""
 URL_STEP = "learn_url_step"
 
 
@@ -147,10 +147,7 @@ def open_lesson() -> list[str]:
     (the chain, at its default size, TW-Remat as the paper states it). Returns what the URL said that could
     not be read (the page says so and keeps the defaults for those)."""
     given = {k: st.query_params[k] for k in LESSON_PARAMS if k in st.query_params}
-    written = st.session_state.get(LESSON_WRITTEN, [])
-    # a lesson this session wrote before is Back, unless the request may be one sent before the last write
-    stale = st.session_state.get(MAY_LAG, False) and given in written
-    wrong = _from_url(given) if given and not stale and (not written or given != written[-1]) else []
+    wrong = _from_url(given) if followed(given, LESSON_WRITTEN) else []
     state = st.session_state
     state.setdefault("w_learn_example", "chain")
     for kind, example in EXAMPLES.items():
@@ -162,7 +159,7 @@ def open_lesson() -> list[str]:
 
 def _from_url(given: dict[str, str]) -> list[str]:
     state = st.session_state
-    _remember(given)
+    remember(given, LESSON_WRITTEN)
     wrong = []
     example = given.get("example")
     if example is not None:
@@ -194,12 +191,6 @@ def _from_url(given: dict[str, str]) -> list[str]:
     return wrong
 
 
-def _remember(params: dict[str, str]) -> None:
-    """Note ``params`` as the lesson the URL shows now (the last few are kept, the newest last)."""
-    kept = [p for p in st.session_state.get(LESSON_WRITTEN, []) if p != params]
-    st.session_state[LESSON_WRITTEN] = (kept + [params])[-8:]
-
-
 def lesson_params(kind: str, size: int | None, recursion: str, memory: str, step: int) -> dict[str, str]:
     """The URL parameters of this lesson state (``step`` 0-based; ``size`` None for a module)."""
     params = {"example": kind, "size": size, "recursion": recursion, "memory": memory, "step": step + 1}
@@ -217,7 +208,7 @@ def publish_lesson(kind: str, size: int | None, recursion: str, memory: str, ste
     if playing():
         return
     wanted = lesson_params(kind, size, recursion, memory, step)
-    _remember(wanted)
+    remember(wanted, LESSON_WRITTEN)
     if {k: st.query_params[k] for k in LESSON_PARAMS if k in st.query_params} != wanted:
         for name in LESSON_PARAMS:
             if name in wanted:

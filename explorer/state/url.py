@@ -81,8 +81,9 @@ def open_link(default_model: Callable[[], Model], page: str = "") -> None:
     the current state over them pushed a new history entry, and Back could never leave the page). A URL
     this session wrote before is not followed when a control or the app itself (``st.rerun``) moved the
     state just before this run, or the session wrote the URL less than :data:`LAG_SECONDS` ago: the request
-    may carry the URL from before the move (an upload's second rerun does). Back onto an entry without parameters on the same
-    ``page`` (Streamlit's menu leaves one before the page writes its state) keeps the URL as it is.
+    may carry the URL from before the move (an upload's second rerun does). Back onto an entry without
+    parameters on the same ``page`` (Streamlit's menu leaves one before the page writes its state) keeps the
+    URL as it is.
     """
     params = current_params()
     moved = st.session_state.pop(STATE_MOVED, False)
@@ -90,7 +91,7 @@ def open_link(default_model: Callable[[], Model], page: str = "") -> None:
     written = st.session_state.get(WRITTEN, [])
     last_page, st.session_state[LAST_PAGE] = st.session_state.get(LAST_PAGE), page
     st.session_state[MAY_LAG] = moved
-    follow = bool(params) and (not written or _key(params) != written[-1]) and not (moved and _written_here(params))
+    follow = followed(params, WRITTEN)
     st.session_state[HOLD] = not params and bool(written) and not moved and page == last_page
     problems = _open_model(params) if follow else []
     session.ensure(default_model)
@@ -111,8 +112,23 @@ def publish() -> None:
         others = {name: st.query_params.get_all(name) for name in st.query_params if name not in URL_PARAMS}
         st.query_params.from_dict({**others, **wanted})
         st.session_state[WRITTEN_AT] = time.monotonic()
-    written = [w for w in st.session_state.get(WRITTEN, []) if w != _key(wanted)]
-    st.session_state[WRITTEN] = (written + [_key(wanted)])[-REMEMBERED_WRITES:]
+    remember(wanted, WRITTEN)
+
+
+def followed(params: dict[str, str], memory: str) -> bool:
+    """Whether the URL's ``params`` are followed: they are not the last ones the session noted under ``memory``
+    (:func:`remember`), nor, when the request may predate the last write (:data:`MAY_LAG`), any noted before."""
+    written = st.session_state.get(memory, [])
+    key = _key(params)
+    stale = st.session_state.get(MAY_LAG, False) and key in written
+    return bool(params) and (not written or key != written[-1]) and not stale
+
+
+def remember(params: dict[str, str], memory: str) -> None:
+    """Note ``params`` under ``memory`` as what the URL shows now (the last few are kept, the newest last)."""
+    key = _key(params)
+    written = [w for w in st.session_state.get(memory, []) if w != key]
+    st.session_state[memory] = (written + [key])[-REMEMBERED_WRITES:]
 
 
 def end_of_run() -> None:
@@ -138,10 +154,6 @@ def show_problems() -> None:
 
 def _key(params: dict[str, str]) -> tuple:
     return tuple(sorted(params.items()))
-
-
-def _written_here(params: dict[str, str]) -> bool:
-    return _key(params) in st.session_state.get(WRITTEN, [])
 
 
 def _open_model(params: dict[str, str]) -> list[str]:
