@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import quote, urlencode
 
+from remat_core import GraphError
 
 URL_PARAMS = ("model", "level", "solver", "budget", "tensor")
 """The query parameters the explorer reads, in the order links write them."""
@@ -30,3 +31,16 @@ def page_link(url_path: str, **params: str | None) -> str:
     query = urlencode(pairs, quote_via=quote, safe="")
     path = url_path.strip("/")
     return f"/{path}" + (f"?{query}" if query else "")
+
+
+def source_settings(source: str) -> tuple[str, dict[str, str]]:
+    """A model's link name split into its family and its settings: ``resnet18:batch_size=4`` is ``("resnet18",
+    {"batch_size": "4"})``; a GraphError for a part that is not ``name=value``."""
+    family, _, text = source.partition(":")
+    settings: dict[str, str] = {}
+    for part in filter(None, text.split(",")):
+        name, equals, value = part.partition("=")
+        if not equals or not name.strip():
+            raise GraphError(f"{source}: {part!r} is not a setting; write name=value, separated by commas")
+        settings[name.strip()] = value.strip()
+    return family, settings

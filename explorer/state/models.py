@@ -24,6 +24,7 @@ from remat_core.frontends import parse_pt2
 from remat_core.graph import (budget_text, format_bytes, random_dag, registered_graph_suffixes, training_chain,
                               with_backward)
 
+from .links import source_settings
 from .session import Model
 from .uploads import StoredUpload, is_upload_key, upload_store
 from .zoo import default_zoo_model, is_zoo_name, zoo_model_from_link
@@ -202,8 +203,7 @@ def model_from_source(source: str, level: str | None = None) -> Model:
     """
     if is_upload_key(source):
         return stored_model(source)
-    family, _, rest = source.partition(":")
-    settings = _settings(source, rest)
+    family, settings = source_settings(source)
     if is_zoo_name(family):
         return zoo_model_from_link(family, settings, level)
     if family == TRAINING_CHAIN:
@@ -220,17 +220,6 @@ def model_from_source(source: str, level: str | None = None) -> Model:
     raise GraphError(f"unknown model {source!r}: a link names a zoo model (resnet18, or resnet18:batch_size=8 for "
                      f"other options), a generated graph ({TRAINING_CHAIN}:layers=24,activation=4MiB or "
                      f"{RANDOM_DAG}:nodes=60,edge_probability=0.08,seed=0) or an upload's content hash")
-
-
-def _settings(source: str, text: str) -> dict[str, str]:
-    """``a=1,b=2`` as a dict; a GraphError for a part that is not ``name=value``."""
-    settings: dict[str, str] = {}
-    for part in filter(None, text.split(",")):
-        name, equals, value = part.partition("=")
-        if not equals or not name.strip():
-            raise GraphError(f"{source}: {part!r} is not a setting; write name=value, separated by commas")
-        settings[name.strip()] = value.strip()
-    return settings
 
 
 def _setting(source: str, settings: dict[str, str], name: str, kind: type) -> int | float:

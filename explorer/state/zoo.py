@@ -13,6 +13,7 @@ from remat_core import GraphError
 from remat_core.frontends import LEVELS, build_model, get_spec, list_models, param_count, trace_zoo_model
 from remat_core.graph import COST_MODELS
 
+from .links import source_settings
 from .session import MODEL, Model
 
 DEFAULT_ZOO_MODEL = "resnet18"
@@ -69,13 +70,9 @@ def form_start(name: str) -> dict[str, int]:
     model (the form shows what the pages show), else the zoo's defaults (what ``trace`` and a link use)."""
     options = dict(get_spec(name).defaults)
     current = st.session_state.get(MODEL)
-    source = current.source if current is not None else ""
-    family, _, settings = (source or "").partition(":")
+    family, settings = source_settings(current.source) if current is not None and current.source else ("", {})
     if family == name:
-        for pair in filter(None, settings.split(",")):
-            key, _, value = pair.partition("=")
-            if key in options and value.isdigit():
-                options[key] = int(value)
+        options.update({key: int(value) for key, value in settings.items() if key in options and value.isdigit()})
     return options
 
 
