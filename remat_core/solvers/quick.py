@@ -4,9 +4,9 @@ Its members are the registered solvers tagged ``quick`` (:class:`~.registry.Solv
 answers one budget in about a second on a graph of a thousand nodes. Two families lean on it. The
 separator solvers (``treewidth``, ``pathwidth``, ``pathwidth-linear``) return its cheapest schedule
 when it costs less than their own or when none over their own decomposition fits, so they refuse a
-budget only when every quick heuristic refuses it too (:func:`separator_fallback`). The stage-model solvers (``checkmate-milp``,
-``moccasin``) search one fixed topological order; they return a heuristic's schedule (any order)
-instead of their own when it costs less or when their search finds none
+budget only when every quick heuristic refuses it too (:func:`separator_fallback`). The stage-model
+solvers (``checkmate-milp``, ``moccasin``) search one fixed topological order; they return a heuristic's
+schedule (any order) instead of their own when it costs less or when their search finds none
 (:func:`prefer_cheaper_heuristic`), and start their search from the heuristics' schedules that are
 in stage form. Every cost here is the simulator's: each answer is a
 :class:`~.outcome.SolveOutcome` of :func:`~.front_door.solve_outcome`, and the exact solver's own
@@ -99,21 +99,22 @@ def separator_fallback(graph: ComputeGraph, budget: int, solver: str, own: Calla
         knows a schedule to fit.
     """
     try:
-        schedule = own()
-    except InfeasibleBudget as refusal:
+        schedule, refusal = own(), None
+    except InfeasibleBudget as error:
         if not enabled:
             raise
-        outcomes = run_quick_heuristics(graph, budget, exclude=(solver,), deadline=deadline)
-        best = cheapest(outcomes)
+        schedule, refusal = None, error
+    if not enabled:
+        return schedule
+    outcomes = run_quick_heuristics(graph, budget, exclude=(solver,), deadline=deadline)
+    best = cheapest(outcomes)
+    if refusal is not None:
         if best is None:
             raise type(refusal)(budget, smallest_known_feasible(outcomes, refusal.smallest_feasible), solver,
                                 f"{refusal.detail}; no other quick heuristic fits either "
                                 f"({', '.join(o.solver for o in outcomes)})") from None
         return _fallback_schedule(best, info, {"own_refusal": refusal.detail})
-    if not enabled:
-        return schedule
     own_cost = simulate(graph, schedule).cost
-    best = cheapest(run_quick_heuristics(graph, budget, exclude=(solver,), deadline=deadline))
     if best is None or outcome_cost(best) >= own_cost:
         return schedule
     return _fallback_schedule(best, info, {"own_cost": own_cost, "own_strategy": schedule.solver_info.get("strategy")})

@@ -263,9 +263,9 @@ def _text_sides(x: np.ndarray, y: np.ndarray, names: Sequence[str], x_span: floa
                 plot_height_px: float, first: Collection[int] = ()) -> np.ndarray:
     """Per node, where its name goes: 0 above, 1 below, -1 nowhere (no name, or it would overlap a name written).
 
-    Each name is a box of text (10 px high, :data:`CHAR_PX` per character) above its marker, or below when
-    that overlaps a name already written; the nodes in ``first`` (those zoomed to) are placed before the
-    rest, each set along rows from left to right. Pixels are estimated for a chart
+    Each name is a box of text (:data:`_TEXT_HEIGHT_PX` high, :data:`CHAR_PX` per character) above its
+    marker, or below when that overlaps a name already written; the nodes in ``first`` (those zoomed to)
+    are placed before the rest, each set along rows from left to right. Pixels are estimated for a chart
     :data:`ASSUMED_WIDTH_PX` wide showing ``x_span`` layers and ``plot_height_px`` high showing ``y_span``
     rows: rows closer than two lines of text (a tall graph in a chart of bounded height, as when modules
     are opened) no longer take a name above and one below their neighbours' without a check.
@@ -273,7 +273,8 @@ def _text_sides(x: np.ndarray, y: np.ndarray, names: Sequence[str], x_span: floa
     side = np.full(len(names), -1, dtype=np.int64)
     px_x = ASSUMED_WIDTH_PX / max(x_span, 1e-9)
     px_y = plot_height_px / max(y_span, 1e-9)
-    boxes = np.empty((0, 4))  # left, right, bottom, top in pixels
+    boxes = np.empty((len(names), 4))  # the names written so far (the first ``placed``): left, right, bottom, top
+    placed = 0
     wanted = np.zeros(len(names), dtype=bool)
     wanted[list(first)] = True
     for k in np.lexsort((x, y, ~wanted)):
@@ -284,10 +285,12 @@ def _text_sides(x: np.ndarray, y: np.ndarray, names: Sequence[str], x_span: floa
         for s, offset in ((0, _TEXT_OFFSET_PX), (1, -_TEXT_OFFSET_PX)):
             box = (centre_x - half, centre_x + half, centre_y + offset - _TEXT_HEIGHT_PX / 2,
                    centre_y + offset + _TEXT_HEIGHT_PX / 2)
-            if not np.any((boxes[:, 0] < box[1]) & (box[0] < boxes[:, 1]) & (boxes[:, 2] < box[3]) &
-                          (box[2] < boxes[:, 3])):
+            written = boxes[:placed]
+            if not np.any((written[:, 0] < box[1]) & (box[0] < written[:, 1]) & (written[:, 2] < box[3]) &
+                          (box[2] < written[:, 3])):
                 side[k] = s
-                boxes = np.vstack([boxes, box])
+                boxes[placed] = box
+                placed += 1
                 break
     return side
 
