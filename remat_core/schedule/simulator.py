@@ -373,9 +373,8 @@ class _Lanes:
         self.graph, self.link = graph, link
         self.now = 0.0  # the compute lane's clock: when its next op may start
         self.free_at = {OFFLOAD: 0.0, PREFETCH: 0.0}  # when each direction's lane is free
-        self.ready: dict[int, float] = {}  # tensor -> when its data is on the device (a prefetch in flight)
+        self.ready: dict[int, float] = {}  # tensor -> when its data is on the device (computed, or prefetched)
         self.offloaded: dict[int, float] = {}  # tensor -> when its host copy is complete
-        self.computed_at: dict[int, float] = {}
         self.start, self.end = [0.0] * steps, [0.0] * steps
         self.compute_stall = self.transfer_stall = 0.0
         self.host = self.host_peak = 0
@@ -390,7 +389,7 @@ class _Lanes:
             self._stall_until(waits)
             self.start[step] = self.now
             self.now += graph.cost[i]
-            self.end[step] = self.computed_at[i] = self.ready[i] = self.now
+            self.end[step] = self.ready[i] = self.now
         elif action == FREE:
             self._stall_until(max(self.offloaded.get(i, 0.0), self.ready.get(i, 0.0)))
             self.start[step] = self.end[step] = self.now
@@ -399,7 +398,7 @@ class _Lanes:
             if action == OFFLOAD:
                 if i in self.offloaded:
                     raise InvalidSchedule(step, op, f"'{graph.ids[i]}' already has a host copy")
-                data_from = self.computed_at.get(i, 0.0)
+                data_from = self.ready.get(i, 0.0)  # computed (a host copy is made once: never a prefetch's)
             else:
                 if i not in self.offloaded:
                     raise InvalidSchedule(step, op, f"'{graph.ids[i]}' has no host copy to prefetch: offload it first")
