@@ -11,7 +11,7 @@ from explorer.jobs.results import once_threshold_job, options_key
 from explorer.jobs.waiting import POLL_SECONDS, awaited_outcome
 from explorer.safety import callback
 from explorer.state.budgets import scale_of
-from explorer.widgets.budget import budget_scale, other_budget_slider
+from explorer.widgets.budget import other_budget_slider
 from explorer.widgets.exports import csv_download, diff_records
 from explorer.widgets.jobs import job_panel
 from explorer.widgets.metrics import outcome_message
@@ -38,6 +38,7 @@ def tensor_picked() -> None:
 st.title("Why recomputed?")
 graph = state.graph()
 summary = graph_summary(graph)
+scale = scale_of(graph)  # the budget slider's: the threshold button and budget B take its steps
 solver, budget = state.solver(), state.budget()
 options = options_key(state.options_of(solver))
 limit = state.time_limit()
@@ -109,7 +110,6 @@ def threshold_message(threshold: OnceThreshold) -> None:
         st.success(f"From **{format_bytes(threshold.budget)}** {plain(solver)} computes it once "
                    f"({threshold.checked} budgets checked; at {format_bytes(threshold.below)} it is still "
                    f"recomputed or infeasible).")
-        scale = scale_of(graph)
         target = scale.snap(threshold.budget)  # the slider's step at or above it: what the budget becomes
         if target != budget:
             st.button(f"Set the budget to {scale.label(target)}", key="why_use_threshold", on_click=use_budget,
@@ -150,7 +150,6 @@ else:
     rerun_when_found()
 
 st.subheader("Two budgets side by side")
-scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)
 other_key = "w_why_other_budget"
 other = other_budget_slider(scale, other_key, "Budget B (A is the current budget)",
                             default=budget + max(summary.checkpoint_all_peak - budget, 0) // 2)
