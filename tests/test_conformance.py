@@ -10,6 +10,7 @@ solver joins by registering: nothing here names one.
 
 from __future__ import annotations
 
+import math
 import pickle
 import time
 from typing import Callable
@@ -19,11 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import compute_graphs
 
-from remat_core import (ComputeGraph, InfeasibleBudget, Schedule, SolverOptionError, checkpoint_all_peak,
-                        memory_lower_bound, simulate, solve, solve_outcome)
+from remat_core import (ComputeGraph, InfeasibleBudget, Schedule, SolverOptionError, checkpoint_all_cost,
+                        checkpoint_all_peak, memory_lower_bound, simulate, solve, solve_outcome)
 from remat_core.graph.generators import (layered_training_chain, random_dag, random_layered, residual_training_net,
                                          training_chain)
-from remat_core.solvers import FEASIBLE, INFEASIBLE, STOPPED, SolverSpec, list_solvers
+from remat_core.schedule import Link
+from remat_core.solvers import FEASIBLE, INFEASIBLE, STOPPED, SolverSpec, get_solver, list_solvers
 from remat_core.solvers.eviction.slab import aligned
 
 TIME_LIMIT = 10.0
@@ -185,14 +187,82 @@ def check_random_graphs(spec: SolverSpec) -> None:
     _random_graphs_within_budget(spec)
 
 
+# -- offloading solvers ----------------------------------------------------------------------------------
+
+LINK = Link(1.0, 1.0)
+"""A transfer lane as fast as these graphs' unit tensors take to compute: copies hide, but not for free."""
+
+
+def chain_graphs() -> list[ComputeGraph]:
+    """Chains, where the offloading solvers' claims are exact (elsewhere the simulator re-times their plans)."""
+    return [training_chain(8), layered_training_chain([4, 1, 6, 2, 5], [1, 3, 1, 2, 1])]
+
+
+def makespan(outcome: Schedule | InfeasibleBudget, graph: ComputeGraph, link: Link) -> float:
+    """The schedule's makespan over ``link`` (inf for a refusal)."""
+    return simulate(graph, outcome, link=link).makespan if isinstance(outcome, Schedule) else float("inf")
+
+
+def check_without_a_link_it_recomputes_only(spec: SolverSpec) -> None:
+    """With no bandwidth nothing is offloaded, and the schedule is its recompute-only counterpart's at every budget."""
+    counterpart = spec.tags.without_link
+    for graph in graphs():
+        for budget in budgets(graph):
+            alone = run(spec, graph, budget)
+            if isinstance(alone, Schedule):
+                assert not {"offload", "prefetch"} & {action for action, _ in alone.ops}
+            if counterpart:
+                other = run(get_solver(counterpart), graph, budget)
+                assert type(alone) is type(other)
+                if isinstance(alone, Schedule):
+                    assert alone.ops == other.ops and alone.stats["cost"] == other.stats["cost"]
+
+
+def check_offloading_is_never_slower(spec: SolverSpec) -> None:
+    """Over a link, the makespan is at most the recompute-only schedule's over the same link, wherever that fits."""
+    counterpart = get_solver(spec.tags.without_link) if spec.tags.without_link else spec
+    for graph in graphs():
+        for budget in budgets(graph):
+            offloaded = run(spec, graph, budget, link=LINK)
+            recomputed = run(counterpart, graph, budget)
+            assert makespan(offloaded, graph, LINK) <= makespan(recomputed, graph, LINK) + 1e-9, budget
+            if isinstance(offloaded, Schedule):
+                assert offloaded.stats["makespan"] == makespan(offloaded, graph, LINK)
+
+
+def check_makespan_never_rises(spec: SolverSpec) -> None:
+    """On chains, the makespan never rises as the budget grows, nor as the bandwidth does."""
+    for graph in chain_graphs():
+        spans = [makespan(run(spec, graph, b, link=LINK), graph, LINK) for b in budgets(graph, 8)]
+        assert all(later <= earlier + 1e-9 for earlier, later in zip(spans, spans[1:])), spans
+        budget = budgets(graph)[1]
+        links = [Link(rate, rate) for rate in (0.25, 0.5, 1.0, 2.0, 8.0)]
+        spans = [makespan(run(spec, graph, budget, link=link), graph, link) for link in links]
+        assert all(later <= earlier + 1e-9 for earlier, later in zip(spans, spans[1:])), spans
+
+
+def check_unlimited_bandwidth_hides_every_copy(spec: SolverSpec) -> None:
+    """On chains, with copies that take no time, the makespan is the sum of compute times once the budget holds the
+    largest single op (:func:`memory_lower_bound`)."""
+    free = Link(math.inf, math.inf)
+    for graph in chain_graphs():
+        schedule = run(spec, graph, memory_lower_bound(graph), link=free)
+        assert isinstance(schedule, Schedule), schedule
+        assert schedule.stats["makespan"] == checkpoint_all_cost(graph)
+
+
 CHECKS: tuple[Callable[[SolverSpec], None], ...] = (
     check_schedules_fit_their_budget, check_checkpoint_all_peak_is_met, check_refusal_names_a_feasible_budget,
     check_time_limit_is_honoured, check_reasons_are_parallel_to_ops, check_json_round_trip, check_deterministic,
     check_cost_never_rises_with_the_budget, check_options_are_declared_and_checked, check_outcome_crosses_processes,
-    check_random_graphs)
+    check_random_graphs, check_without_a_link_it_recomputes_only, check_offloading_is_never_slower,
+    check_makespan_never_rises, check_unlimited_bandwidth_hides_every_copy)
 """Every check, in the order a failure is most telling."""
 
-SKIPPED_UNLESS = {check_deterministic: "deterministic", check_cost_never_rises_with_the_budget: "budget_monotone"}
+OFFLOAD_CHECKS = (check_without_a_link_it_recomputes_only, check_offloading_is_never_slower, check_makespan_never_rises,
+                  check_unlimited_bandwidth_hides_every_copy)
+SKIPPED_UNLESS = {check_deterministic: "deterministic", check_cost_never_rises_with_the_budget: "budget_monotone",
+                  **{check: "offloads" for check in OFFLOAD_CHECKS}}
 """Checks that apply only to solvers whose tag says so."""
 
 

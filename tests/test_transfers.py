@@ -128,4 +128,19 @@ def test_the_command_line_times_a_schedule_with_transfers(tmp_path):
     without = run()
     assert without.returncode == 1 and "--bandwidth" in without.stderr
     bad = run("--bandwidth", "fast")
-    assert bad.returncode == 2 and "positive numbers or sizes" in bad.stderr
+    assert bad.returncode == 2 and "give a preset (pcie3" in bad.stderr and "12GB/s" in bad.stderr
+
+
+def test_a_bandwidth_reads_as_bytes_per_cost_unit_a_rate_or_a_preset():
+    from remat_core.schedule.links import LINK_PRESETS, parse_link
+
+    assert parse_link("4096") == Link(4096.0, 4096.0)
+    assert parse_link("1MiB,2MiB", latency=0.5, full_duplex=False) == Link(2.0 ** 20, 2.0 ** 21, 0.5, False)
+    assert parse_link("12GB/s", compute_rate=1e9) == Link(12.0, 12.0)
+    to_host, to_device = LINK_PRESETS["nvlink-c2c"]
+    assert parse_link("NVLink-C2C", compute_rate=2.0) == Link(to_host / 2, to_device / 2)
+    for bad in ("fast", "0", "1,2,3", "-5GB/s", ""):
+        with pytest.raises(ValueError, match="give a preset"):
+            parse_link(bad)
+    with pytest.raises(ValueError, match="compute rate"):
+        parse_link("pcie4", compute_rate=0)

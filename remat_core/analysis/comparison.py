@@ -78,6 +78,8 @@ class ComparisonRow:
         What the solver reported beyond the measurements (a MIP gap, a slot count...).
     from_store : bool
         Read from a results store (``seconds`` is then the time of the solve that stored it).
+    makespan : float or None
+        For a comparison over a transfer lane: when the step ends, copies and stalls included.
     """
 
     solver: str
@@ -95,6 +97,7 @@ class ComparisonRow:
     detail: str = ""
     solver_info: dict[str, Any] = field(default_factory=dict)
     from_store: bool = False
+    makespan: float | None = None
 
     @classmethod
     def of(cls, outcome: SolveOutcome, peak: int, bound: LowerBound) -> "ComparisonRow":
@@ -108,7 +111,7 @@ class ComparisonRow:
         stats = outcome.stats
         return cls(**common, peak=stats["peak"], cost=stats["cost"], overhead=stats["overhead"],
                    recomputes=stats["recomputes"], recomputed_nodes=stats["recomputed_nodes"],
-                   solver_info=dict(outcome.solver_info))
+                   solver_info=dict(outcome.solver_info), makespan=stats.get("makespan"))
 
     @property
     def feasible(self) -> bool:

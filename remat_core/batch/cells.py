@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import RematError, first_line
 from ..graph import ComputeGraph
+from ..schedule import Link
 from ..solvers import FAILED, SolveOutcome, solve_outcome
 from .worker import Reporter
 
@@ -31,6 +32,8 @@ class Cell:
     time_limit : float or None
     options : tuple of (str, value)
         The solver's options, sorted by name.
+    link : Link or None
+        The transfer lane to the host (offloading solvers use it; every schedule is timed over it).
     """
 
     graph: str
@@ -38,13 +41,15 @@ class Cell:
     solver: str
     time_limit: float | None = None
     options: tuple[tuple[str, Any], ...] = ()
+    link: Link | None = None
 
 
 def solve_cell(graph: ComputeGraph, cell: Cell) -> SolveOutcome:
     """The outcome of ``cell`` solved here, ready to send back (no simulation attached; any error an outcome,
     a bug of this package marked ``internal``)."""
     try:
-        return solve_outcome(graph, cell.budget, cell.solver, cell.time_limit, **dict(cell.options)).portable()
+        return solve_outcome(graph, cell.budget, cell.solver, cell.time_limit, link=cell.link,
+                             **dict(cell.options)).portable()
     except Exception as e:  # noqa: BLE001 - sent back as data: the grid goes on, the driver decides what it means
         return SolveOutcome(cell.solver, cell.budget, FAILED, detail=f"{type(e).__name__}: {first_line(e)}",
                             internal=not isinstance(e, RematError))

@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 from ..analysis import LP_UNPROVEN, Bound, ComparisonRow, LowerBound, compare, lp_lower_bound
 from ..errors import InvalidSchedule
 from ..graph import ComputeGraph
+from ..schedule import Link
 from ..solvers import FAILED, SolveOutcome, solver_names
 from ..store import ResultKey, ResultStore, StoredResult, lookup, package_version, record, result_key, simulated
 from .backends import Backend
@@ -40,7 +41,8 @@ def run_grid(graphs: Mapping[str, ComputeGraph], cells: Sequence[Cell], backend:
     BackendError
         When the backend breaks (the results that arrived before are stored).
     """
-    keys = {cell: result_key(graphs[cell.graph], cell.budget, cell.solver, cell.time_limit, dict(cell.options))
+    keys = {cell: result_key(graphs[cell.graph], cell.budget, cell.solver, cell.time_limit, dict(cell.options),
+                             link=cell.link)
             for cell in cells}
     results: dict[Cell, SolveOutcome] = {}
 
@@ -51,7 +53,7 @@ def run_grid(graphs: Mapping[str, ComputeGraph], cells: Sequence[Cell], backend:
 
     missing = []
     for cell, key in keys.items():
-        hit = lookup(store, graphs[cell.graph], key) if store is not None else None
+        hit = lookup(store, graphs[cell.graph], key, link=cell.link) if store is not None else None
         if hit is None:
             missing.append(cell)
         else:
@@ -70,23 +72,26 @@ def _checked(graph: ComputeGraph, cell: Cell, outcome: SolveOutcome) -> SolveOut
     if not outcome.feasible or outcome.schedule.simulation is not None:
         return outcome
     try:
-        return outcome.replace(schedule=simulated(graph, outcome.schedule, cell.budget, outcome.seconds))
+        return outcome.replace(schedule=simulated(graph, outcome.schedule, cell.budget, outcome.seconds,
+                                                  link=cell.link))
     except InvalidSchedule as e:
         return outcome.replace(status=FAILED, schedule=None, detail=f"InvalidSchedule: {e}")
 
 
 def compare_on(backend: Backend, store: ResultStore | None, graph: ComputeGraph, budgets: Sequence[int],
                solvers: Sequence[str] | None = None, time_limit: float | None = None, lower_bound: bool = True,
-               on_result: OnResult | None = None) -> list[ComparisonRow]:
-    """:func:`remat_core.analysis.compare` with its solves read from ``store`` or run on ``backend``.
+               on_result: OnResult | None = None, link: Link | None = None) -> list[ComparisonRow]:
+    """:func:`remat_core.analysis.compare` with its solves read from ``store`` or run on ``backend`` (over ``link``,
+    a transfer lane, when given).
 
     The LP bounds (``lower_bound``) come from ``store`` too, or are computed in this process, one per budget.
     """
     names = list(solvers) if solvers is not None else solver_names()
-    cells = [Cell(graph.content_hash, int(budget), name, time_limit) for budget in budgets for name in names]
+    cells = [Cell(graph.content_hash, int(budget), name, time_limit, link=link) for budget in budgets for name in names]
     outcomes = run_grid({graph.content_hash: graph}, cells, backend, store, on_result)
     return compare(graph, budgets, names, time_limit, lower_bound,
-                   attempt=lambda g, budget, solver, limit: outcomes[Cell(g.content_hash, int(budget), solver, limit)],
+                   attempt=lambda g, budget, solver, limit: outcomes[Cell(g.content_hash, int(budget), solver, limit,
+                                                                          link=link)],
                    bound=stored_lp_bound(store))
 
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from ..analysis import ParetoCurve, curve_point
 from ..errors import BudgetError
 from ..graph import ComputeGraph, format_bytes, load_graph, parse_budget
-from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
+from ..schedule import Link, checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
 from ..solvers import FAILED, SolveOutcome
 from ..store import ResultStore
 from ..viz import pareto_figure
@@ -30,8 +30,9 @@ from .cells import Cell
 from .grid import OnResult, run_grid
 
 STUDY_COLUMNS = ("graph", "graph_hash", "solver", "budget", "budget_bytes", "feasible", "peak", "cost", "overhead",
-                 "seconds", "status", "from_store", "smallest_feasible", "detail")
-"""The columns of ``results.csv``: ``budget`` as given (``60%``), ``budget_bytes`` what it is for that graph."""
+                 "makespan", "seconds", "status", "from_store", "smallest_feasible", "detail")
+"""The columns of ``results.csv``: ``budget`` as given (``60%``), ``budget_bytes`` what it is for that graph;
+``makespan`` over the transfer lane of a study run with one (``--bandwidth``), else empty."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class StudyRow:
     peak: int | None
     cost: float | None
     overhead: float | None
+    makespan: float | None
     seconds: float
     status: str
     from_store: bool
@@ -83,7 +85,7 @@ def load_study_graph(source: str, level: str = "op", batch_size: int | None = No
 
 
 def study_cells(graphs: Sequence[ComputeGraph], solvers: Sequence[str], budgets: Sequence[str],
-                time_limit: float | None = None) -> list[tuple[ComputeGraph, str, Cell]]:
+                time_limit: float | None = None, link: Link | None = None) -> list[tuple[ComputeGraph, str, Cell]]:
     """``(graph, budget text, cell)`` for every graph x solver x budget, budgets read against each graph.
 
     Raises
@@ -98,19 +100,21 @@ def study_cells(graphs: Sequence[ComputeGraph], solvers: Sequence[str], budgets:
         peak = checkpoint_all_peak(graph)
         for solver in solvers:
             for text in budgets:
-                grid.append((graph, text, Cell(graph.content_hash, parse_budget(text, peak), solver, time_limit)))
+                grid.append((graph, text, Cell(graph.content_hash, parse_budget(text, peak), solver, time_limit,
+                                               link=link)))
     return grid
 
 
 def run_study(graphs: Sequence[ComputeGraph], solvers: Sequence[str], budgets: Sequence[str],
               time_limit: float | None, backend: Backend, store: ResultStore | None,
-              on_result: OnResult | None = None) -> Study:
-    """Every graph x solver x budget through ``store`` and ``backend``; failed solves are rows, not errors.
+              on_result: OnResult | None = None, link: Link | None = None) -> Study:
+    """Every graph x solver x budget through ``store`` and ``backend`` (over ``link``, a transfer lane, when given);
+    failed solves are rows, not errors.
 
     A graph given twice (the same content hash) is studied once.
     """
     graphs = list({g.content_hash: g for g in graphs}.values())
-    grid = study_cells(graphs, solvers, budgets, time_limit)
+    grid = study_cells(graphs, solvers, budgets, time_limit, link)
     unique = list(dict.fromkeys(cell for _, _, cell in grid))
     outcomes = run_grid({g.content_hash: g for g in graphs}, unique, backend, store, on_result)
     rows = tuple(_row(graph, text, outcomes[cell]) for graph, text, cell in grid)
@@ -120,7 +124,8 @@ def run_study(graphs: Sequence[ComputeGraph], solvers: Sequence[str], budgets: S
 def _row(graph: ComputeGraph, budget: str, outcome: SolveOutcome) -> StudyRow:
     stats = outcome.stats
     return StudyRow(graph.name, graph.content_hash, outcome.solver, budget, outcome.budget, outcome.feasible,
-                    stats.get("peak"), stats.get("cost"), stats.get("overhead"), round(outcome.seconds, 6),
+                    stats.get("peak"), stats.get("cost"), stats.get("overhead"), stats.get("makespan"),
+                    round(outcome.seconds, 6),
                     outcome.status, outcome.from_store, outcome.smallest_feasible, outcome.detail)
 
 

@@ -12,7 +12,8 @@ from typing import Any, Callable, Sequence
 from ..batch import BACKENDS, Backend, open_backend
 from ..errors import InfeasibleBudget, SolverOptionError
 from ..graph import ComputeGraph, parse_budget
-from ..schedule import AllocatorConfig, checkpoint_all_peak, memory_lower_bound
+from ..schedule import AllocatorConfig, Link, checkpoint_all_peak, memory_lower_bound
+from ..schedule.links import DEFAULT_COMPUTE_RATE, LINK_PRESETS, parse_link
 from ..solvers import FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
 from ..store import STORE_ENV, STORED_AT, ResultStore, default_store_path, store_path, stored_solve
 
@@ -93,6 +94,39 @@ def add_memory_args(p: argparse.ArgumentParser, what: str) -> None:
                         "PyTorch's defaults")
 
 
+def add_link_args(p: argparse.ArgumentParser, what: str) -> None:
+    """``--bandwidth``, ``--latency``, ``--half-duplex``, ``--compute-rate``: the transfer lane to the host."""
+    p.add_argument("--bandwidth", metavar="RATE[,RATE]", default=None,
+                   help=f"{what}: a preset ({', '.join(LINK_PRESETS)}), or bytes per unit of the graph's cost "
+                        f"(4096, 1MiB) or per second (12GB/s), one value or two: to the host, to the device")
+    p.add_argument("--latency", type=float, default=0.0, help="with --bandwidth: cost units every copy takes besides "
+                                                               "its bytes (default 0)")
+    p.add_argument("--half-duplex", action="store_true",
+                   help="with --bandwidth: one lane for both directions (default: one each way)")
+    p.add_argument("--compute-rate", type=float, default=DEFAULT_COMPUTE_RATE, metavar="UNITS_PER_S",
+                   help=f"with a --bandwidth per second or a preset: the graph's cost units the device runs per "
+                        f"second (default {DEFAULT_COMPUTE_RATE:g}: FLOP costs on a V100's 14 TFLOP/s; 1 for graphs "
+                        f"traced with --cost measured, in seconds)")
+
+
+def link_of(args: argparse.Namespace) -> Link | None:
+    """The transfer lane the link arguments describe (None without ``--bandwidth``).
+
+    Raises
+    ------
+    SolverOptionError
+        For a bandwidth that does not read, a negative latency, or lane settings without a bandwidth.
+    """
+    if args.bandwidth is None:
+        if args.latency or args.half_duplex:
+            raise SolverOptionError("--latency and --half-duplex describe the transfer lane: add --bandwidth")
+        return None
+    try:
+        return parse_link(args.bandwidth, args.latency, not args.half_duplex, args.compute_rate)
+    except ValueError as e:
+        raise SolverOptionError(f"--{e}" if str(e).startswith("bandwidth") else str(e)) from None
+
+
 def allocator_of(args: argparse.Namespace) -> AllocatorConfig | None:
     """The allocator model ``--memory reserved`` asks for (None: bytes as tensors hold them)."""
     if args.memory != "reserved":
@@ -108,7 +142,7 @@ def solved_through_store(args: argparse.Namespace, graph: ComputeGraph, budget: 
     """One solve through the store the arguments name; says on stderr when the answer came from the store."""
     store = store_of(args)
     outcome = stored_solve(graph, budget, solver, time_limit, store=store, spent=spent,
-                           allocator=allocator_of(args), **options)
+                           allocator=allocator_of(args), link=link_of(args), **options)
     if outcome.from_store:
         when = outcome.schedule.solver_info[STORED_AT] if outcome.schedule is not None else "earlier"
         sys.stderr.write(f"from the results store {store.path} (solved {when}, in {outcome.seconds:.3g} s); "

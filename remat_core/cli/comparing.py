@@ -12,8 +12,8 @@ from ..errors import BudgetError
 from ..graph import ComputeGraph, format_bytes, load_graph
 from ..schedule import checkpoint_all_cost, checkpoint_all_peak, memory_lower_bound
 from ..solvers import solver_names
-from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, budget_arg, comma_list,
-                      print_json, store_of)
+from ._common import (EXIT_OK, Command, add_backend_args, add_link_args, add_store_args, aligned, backend_of,
+                      budget_arg, comma_list, link_of, print_json, store_of)
 from ._progress import ProgressBar
 
 
@@ -29,6 +29,8 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-lp-bound", action="store_true", help="skip Checkmate's LP lower bound (a bound for schedules in the "
                                                                  "graph's fixed topological order only)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_link_args(p, "a transfer lane to the host for every solve: offloading solvers (pofo, auto) may use it, and "
+                     "each row gets its makespan")
     add_store_args(p)
     add_backend_args(p)
 
@@ -60,6 +62,8 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                                                                "bound for schedules in the graph's fixed "
                                                                "topological order only)")
     p.add_argument("--json", action="store_true", help="print the points as JSON")
+    add_link_args(p, "a transfer lane to the host for every solve (offloading solvers may use it; each point gets "
+                     "its makespan)")
     add_store_args(p)
     add_backend_args(p)
 
@@ -83,7 +87,7 @@ def _compare_on(args: argparse.Namespace, graph: ComputeGraph, budgets: Sequence
     count = len(budgets) * len(solvers if solvers is not None else solver_names())
     progress = ProgressBar(count, args.command) if sys.stderr.isatty() else None
     rows = compare_on(backend_of(args), store_of(args), graph, budgets, solvers, time_limit=args.time_limit,
-                      lower_bound=lower_bound, on_result=progress)
+                      lower_bound=lower_bound, on_result=progress, link=link_of(args))
     if progress is not None:
         progress.finish()
     return rows
@@ -92,8 +96,11 @@ def _compare_on(args: argparse.Namespace, graph: ComputeGraph, budgets: Sequence
 def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto: Sequence[bool] | None = None) -> str:
     headers = ["solver", "budget", "feasible", "peak", "overhead", "recomputed", "seconds", "gap", "LP bound"]
     addressed = any(r.feasible and "fragmentation" in r.solver_info for r in rows)
+    timed = any(r.makespan is not None for r in rows)
     if addressed:
         headers.append("frag")
+    if timed:
+        headers.append("makespan")
     if pareto is not None:
         headers.append("pareto")
     lines = []
@@ -115,6 +122,8 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
         if addressed:
             frag = r.solver_info.get("fragmentation") if r.feasible else None
             cells.append(f"{frag:.1%}" if frag is not None else "-")
+        if timed:
+            cells.append(f"{r.makespan / checkpoint_all_cost(graph) - 1:+.1%}" if r.makespan is not None else "-")
         if pareto is not None:
             cells.append("*" if pareto[i] else "")
         lines.append(cells)
@@ -131,6 +140,9 @@ def _comparison_table(rows: Sequence[ComparisonRow], graph: ComputeGraph, pareto
                f"of the solve that stored it; a solver name with a mode in parentheses says which way it ran (torch-"
                f"partitioner: traced = torch's partitioner on the model's own FX graph, sizes = its rules applied to "
                f"the graph file's sizes)")
+    if timed:
+        out.append("makespan = when the step ends over the transfer lane (copies that do not hide behind compute "
+                   "and the stalls they cause included), over checkpoint-all's compute time")
     if addressed:
         out.append("frag = Coop's fragmentation metric, for solvers that place tensors at addresses in a slab of the "
                    "budget's size: the free bytes of the slab over the budget at each allocation that had to evict, "

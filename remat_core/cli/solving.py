@@ -6,12 +6,12 @@ import argparse
 import sys
 import time
 
-from ..errors import BudgetError, InvalidSchedule, SolverOptionError
-from ..graph import load_graph, parse_budget
+from ..errors import InvalidSchedule, SolverOptionError
+from ..graph import load_graph
 from ..schedule import Link, load_schedule, replay, save_schedule, simulate, snapshot_pickle
 from ..solvers import DEFAULT_SOLVER, list_solvers
-from ._common import (EXIT_OK, Command, add_memory_args, add_store_args, allocator_of, budget_arg, option_args,
-                      outcome_exit, print_json, solved_through_store)
+from ._common import (EXIT_OK, Command, add_link_args, add_memory_args, add_store_args, allocator_of, budget_arg,
+                      link_of, option_args, outcome_exit, print_json, solved_through_store)
 
 
 def add_solve_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +27,8 @@ def add_solve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a solver option (repeatable)")
     p.add_argument("-o", "--output", help="write the schedule here instead of printing it")
     add_memory_args(p, "the budget holds")
+    add_link_args(p, "a transfer lane to the host: offloading solvers (pofo, auto) may copy tensors out and back "
+                     "over it, and the schedule's makespan is reported")
     add_store_args(p)
 
 
@@ -46,8 +48,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.output:
         save_schedule(schedule, args.output)
         stats = schedule.stats
+        lane = (f", makespan {stats['makespan']:.6g} ({stats['bytes_to_host']:,} bytes offloaded)"
+                if "makespan" in stats else "")
         sys.stderr.write(f"wrote {args.output}: {len(schedule)} ops, peak {stats['peak']:,} bytes, "
-                         f"cost {stats['cost']:.6g} ({stats['overhead']:+.1%} over checkpoint-all)\n")
+                         f"cost {stats['cost']:.6g} ({stats['overhead']:+.1%} over checkpoint-all){lane}\n")
     else:
         print_json(schedule.to_json(), compact=True)
     return EXIT_OK
@@ -62,14 +66,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--snapshot", metavar="OUT.pickle", default=None,
                    help="with --memory reserved: write the allocator's trace as a memory snapshot that PyTorch's "
                         "memory_viz (pytorch.org/memory_viz) opens")
-    p.add_argument("--bandwidth", metavar="BYTES[,BYTES]", default=None,
-                   help="time the schedule's offload and prefetch ops on a transfer lane: bytes copied per unit of "
-                        "the graph's cost, to the host[,to the device] (a number or bytes with a unit: 4096, 1MiB); "
-                        "reports the makespan, each lane's stalls, the host peak and the bytes moved")
-    p.add_argument("--latency", type=float, default=0.0, help="with --bandwidth: cost units every copy takes besides "
-                                                               "its bytes (default 0)")
-    p.add_argument("--half-duplex", action="store_true",
-                   help="with --bandwidth: one lane for both directions (default: one each way)")
+    add_link_args(p, "time the schedule's offload and prefetch ops on a transfer lane")
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -80,6 +77,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.snapshot and allocator is None:
         raise SolverOptionError("--snapshot writes the caching allocator's trace: add --memory reserved")
     link = link_of(args)
+    if link is None and schedule.has_transfers and isinstance(schedule.solver_info.get("link"), dict):
+        link = Link.from_description(schedule.solver_info["link"])
+        sys.stderr.write(f"timing the copies over the link the schedule was solved for ({link.to_host:g} bytes per "
+                         f"cost unit to the host, {link.to_device:g} back); --bandwidth sets another\n")
     try:
         result = simulate(graph, schedule, budget=budget, link=link)
     except InvalidSchedule as e:
@@ -102,30 +103,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print_json(report)
     return EXIT_OK
 
-
-def link_of(args: argparse.Namespace) -> Link | None:
-    """The transfer lane ``--bandwidth``, ``--latency`` and ``--half-duplex`` describe (None without ``--bandwidth``).
-
-    Raises
-    ------
-    SolverOptionError
-        For a bandwidth that is not one or two positive sizes, or a negative latency.
-    """
-    if args.bandwidth is None:
-        if args.latency or args.half_duplex:
-            raise SolverOptionError("--latency and --half-duplex describe the transfer lane: add --bandwidth")
-        return None
-    parts = [p.strip() for p in str(args.bandwidth).split(",")]
-    try:
-        rates = [float(p) if p.replace(".", "", 1).isdigit() else float(parse_budget(p)) for p in parts]
-        if len(rates) not in (1, 2):
-            raise BudgetError("one or two values")
-        return Link(rates[0], rates[-1], latency=args.latency, full_duplex=not args.half_duplex)
-    except (BudgetError, ValueError) as e:
-        why = str(e) if isinstance(e, ValueError) and "Link" in str(e) else "not one or two sizes"
-        raise SolverOptionError(f"--bandwidth {args.bandwidth!r}: {why}; give the bytes copied per unit of the graph's "
-                                f"cost, to the host[,to the device], as positive numbers or sizes with a unit "
-                                f"(4096, or 1MiB,2MiB)") from None
 
 
 def add_solvers_parser(sub: argparse._SubParsersAction) -> None:

@@ -16,8 +16,8 @@ from ..errors import UnknownSolver
 from ..graph import COST_MODELS, format_bytes, load_graph
 from ..solvers import get_solver
 from ..store import EXPORT_COLUMNS, ResultStore, StoreError, store_path
-from ._common import (EXIT_OK, Command, add_backend_args, add_store_args, aligned, backend_of, comma_list, option_args,
-                      outcome_exit, print_json, store_of)
+from ._common import (EXIT_OK, Command, add_backend_args, add_link_args, add_store_args, aligned, backend_of,
+                      comma_list, link_of, option_args, outcome_exit, print_json, store_of)
 from ._progress import ProgressBar
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -133,6 +133,8 @@ def add_study_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                    help="traced models: a zoo model option (image_size=128, depth=4) or an ONNX symbolic dimension, "
                         "as 'trace' takes it (repeatable; every traced model gets it)")
+    add_link_args(p, "a transfer lane to the host for every solve (offloading solvers may use it; results.csv gets "
+                     "each schedule's makespan)")
     add_store_args(p)
     add_backend_args(p)
 
@@ -144,14 +146,14 @@ def cmd_study(args: argparse.Namespace) -> int:
                             f"('solvers' lists them)")
     for solver in solvers:
         get_solver(solver)
-    backend, store = backend_of(args), store_of(args)
+    backend, store, link = backend_of(args), store_of(args), link_of(args)
     options = option_args(args.option)
     graphs = [load_study_graph(source, args.level, args.batch, args.cost, options) for source in args.graphs]
     total = len({cell for _, _, cell in study_cells(graphs, solvers, budgets, args.time_limit)})
     progress = ProgressBar(total, "study")
     started = time.monotonic()
     try:
-        study = run_study(graphs, solvers, budgets, args.time_limit, backend, store, progress)
+        study = run_study(graphs, solvers, budgets, args.time_limit, backend, store, progress, link)
     except KeyboardInterrupt:
         progress.finish()
         where = f"are in the results store {store.path}" if store is not None else "are lost (--no-store)"

@@ -40,7 +40,7 @@ from typing import Mapping, Sequence
 
 from ..errors import RematError
 from ..graph import ComputeGraph
-from .schedule import COMPUTE, Op, Schedule
+from .schedule import COMPUTE, FREE, PREFETCH, Op, Schedule
 
 MIN_BLOCK = 512
 SMALL_SIZE = 1 << 20
@@ -374,7 +374,8 @@ class AllocationEvent:
 
 def allocation_events(graph: ComputeGraph, schedule: Schedule | Sequence[Op]) -> list[AllocationEvent]:
     """The requests and frees a step makes when it runs ``schedule``: per compute, its output, the call's other
-    outputs it does not keep and its workspace (freed again at the op's end); per free, the tensor's block.
+    outputs it does not keep and its workspace (freed again at the op's end); per prefetch, the tensor's block
+    (requested when the copy is issued); per free, the tensor's block.
 
     Owners are tensor instances: ``layer1.conv`` computed the second time is ``layer1.conv#2``.
     """
@@ -386,10 +387,14 @@ def allocation_events(graph: ComputeGraph, schedule: Schedule | Sequence[Op]) ->
     previous = -1
     for step, (action, node) in enumerate(ops):
         i = index[node]
-        if action == COMPUTE:
+        if action in (COMPUTE, PREFETCH):  # a prefetch's block is requested when it is issued
             times[node] = times.get(node, 0) + 1
             owner = node if times[node] == 1 else f"{node}#{times[node]}"
             events.append(AllocationEvent(MALLOC, owner, node, mem[i], step))
+            if action == PREFETCH:
+                resident.add(i)
+                previous = -1
+                continue
             fresh_call = not (previous >= 0 and previous in siblings[i])
             extras = []
             if fresh_call:
@@ -400,10 +405,12 @@ def allocation_events(graph: ComputeGraph, schedule: Schedule | Sequence[Op]) ->
             events += [AllocationEvent(FREE_EVENT, o, t, s, step) for o, t, s in reversed(extras)]
             resident.add(i)
             previous = i
-        else:
+        elif action == FREE:
             owner = node if times[node] == 1 else f"{node}#{times[node]}"
             events.append(AllocationEvent(FREE_EVENT, owner, node, mem[i], step))
             resident.discard(i)
+            previous = -1
+        else:  # an offload reads the block; its free comes later
             previous = -1
     return events
 

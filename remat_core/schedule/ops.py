@@ -5,7 +5,8 @@ These emit ops; they never judge them. Every schedule still goes through the sim
 
 from __future__ import annotations
 
-from typing import Sequence
+import itertools
+from typing import Mapping, Sequence
 
 from ..graph import ComputeGraph, node_labels
 from .schedule import COMPUTE, FREE, Op, Reason, reason
@@ -42,7 +43,8 @@ def free_after_last_use(graph: ComputeGraph, order: Sequence[int],
 
 
 def ops_from_computes(graph: ComputeGraph, computes: Sequence[int], reasons: Sequence[Reason | None] | None = None,
-                      free_rule: str = "last-use", drop_unread: bool = True
+                      free_rule: str = "last-use", drop_unread: bool = True,
+                      before: Mapping[int, Sequence[tuple[Op, Reason | None]]] | None = None
                       ) -> tuple[list[Op], list[Reason | None] | None]:
     """Ops for a sequence of computations (recomputations allowed), freeing each tensor as early as possible.
 
@@ -66,6 +68,10 @@ def ops_from_computes(graph: ComputeGraph, computes: Sequence[int], reasons: Seq
         The ``rule`` of the reasons given to the frees.
     drop_unread : bool
         Drop the recomputations nothing reads (False: keep every computation given).
+    before : mapping of int to list of (op, reason), optional
+        Ops placed right before the computation at a position (after the frees that end the one
+        before it): the transfers of an offloading plan. Those of a dropped computation go before
+        the next one kept, those of a position past the end after the last op.
 
     Returns
     -------
@@ -77,11 +83,18 @@ def ops_from_computes(graph: ComputeGraph, computes: Sequence[int], reasons: Seq
     ValueError
         When a node is computed before one of its predecessors ever was (a solver bug).
     """
+    placed: dict[int, list[tuple[Op, Reason | None]]] = {}
     if drop_unread:
         keep = _useful_computations(graph, computes)
+        if before:
+            kept_at = list(itertools.accumulate(keep, initial=0))  # kept computations before each position
+            for position in sorted(before):
+                placed.setdefault(kept_at[min(position, len(keep))], []).extend(before[position])
         computes = [c for c, k in zip(computes, keep) if k]
         if reasons is not None:
             reasons = [r for r, k in zip(reasons, keep) if k]
+    elif before:
+        placed = {position: list(ops) for position, ops in before.items()}
     first_reader, last_reader, recomputed = _instance_readers(graph, computes)
     frees_after: dict[int, list[int]] = {}
     for position, last in enumerate(last_reader):
@@ -90,7 +103,15 @@ def ops_from_computes(graph: ComputeGraph, computes: Sequence[int], reasons: Seq
     labels = node_labels(graph) if reasons is not None else {}
     ops: list[Op] = []
     out_reasons: list[Reason | None] = []
+
+    def place(position: int) -> None:
+        for op, why in placed.get(position, ()):
+            ops.append(op)
+            if reasons is not None:
+                out_reasons.append(why)
+
     for position, node in enumerate(computes):
+        place(position)
         ops.append((COMPUTE, ids[node]))
         if reasons is not None:
             given = reasons[position]
@@ -110,6 +131,8 @@ def ops_from_computes(graph: ComputeGraph, computes: Sequence[int], reasons: Seq
                 else:
                     out_reasons.append(reason(f"last read by {labels[ids[node]]}{until}", rule=free_rule,
                                               consumer=ids[node]))
+    for position in sorted(p for p in placed if p >= len(computes)):
+        place(position)
     return ops, (out_reasons if reasons is not None else None)
 
 

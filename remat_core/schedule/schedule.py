@@ -81,6 +81,11 @@ class Schedule:
     def __len__(self) -> int:
         return len(self.ops)
 
+    @property
+    def has_transfers(self) -> bool:
+        """Whether it copies tensors to the host and back (offload and prefetch ops): it needs a link to be timed."""
+        return any(action in TRANSFERS for action, _ in self.ops)
+
     def reason_at(self, step: int) -> Reason | None:
         """The reason recorded for op ``step``, if any."""
         return self.reasons[step] if self.reasons is not None else None

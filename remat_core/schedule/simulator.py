@@ -79,6 +79,21 @@ class Link:
         """Time a copy of ``nbytes`` takes in the direction of ``action`` (offload or prefetch)."""
         return self.latency + nbytes / (self.to_host if action == OFFLOAD else self.to_device)
 
+    def describe(self) -> dict[str, Any]:
+        """The link as plain data (store keys, a schedule's ``solver_info``); :meth:`from_description` reads it."""
+        return {"to_host": self.to_host, "to_device": self.to_device, "latency": self.latency,
+                "full_duplex": self.full_duplex}
+
+    @classmethod
+    def from_description(cls, data: Mapping[str, Any]) -> "Link":
+        """The link :meth:`describe` wrote (ValueError for anything else)."""
+        try:
+            return cls(float(data["to_host"]), float(data["to_device"]), float(data.get("latency", 0.0)),
+                       bool(data.get("full_duplex", True)))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"not a transfer lane: {data!r} ({e}); expected to_host, to_device, latency, "
+                             f"full_duplex") from None
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -260,15 +275,17 @@ def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int
                             transient=tuple(held) if any(held) else (), timing=timing)
 
 
-def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: int | None = None) -> tuple[int, float]:
-    """``(peak, cost)`` of ops on node indices (a solver's working form), by the same rules as :func:`simulate`.
+def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: int | None = None,
+                    link: Link | None = None) -> tuple[int, float]:
+    """``(peak, cost)`` of ops on node indices (a solver's working form), by the same rules as :func:`simulate`
+    (over ``link`` for a schedule with transfers).
 
     Raises
     ------
     InvalidSchedule
         As :func:`simulate` does (the op is reported with the node's id).
     """
-    peak, _, cost, _, _, _, _ = _simulate_core(graph, ops, budget)
+    peak, _, cost, _, _, _, _ = _simulate_core(graph, ops, budget, link)
     return peak, cost
 
 

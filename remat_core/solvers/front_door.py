@@ -16,8 +16,8 @@ from typing import Any, Iterable
 from ..errors import (BudgetError, InfeasibleBudget, InvalidSchedule, RematError, SearchStopped, SolverOptionError,
                       first_line)
 from ..graph import ComputeGraph, with_workspaces, without_workspaces
-from ..schedule import (AllocatorConfig, Schedule, checkpoint_all_peak, measure_indexed, memory_lower_bound, replay,
-                        schedule_stats, simulate)
+from ..schedule import (AllocatorConfig, Link, Schedule, checkpoint_all_peak, measure_indexed, memory_lower_bound,
+                         replay, schedule_stats, simulate)
 from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
 from .registry import get_solver
 
@@ -29,7 +29,7 @@ RESERVED_TRIES = 8
 
 
 def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
-          allocator: AllocatorConfig | None = None, **options: Any) -> Schedule:
+          allocator: AllocatorConfig | None = None, link: Link | None = None, **options: Any) -> Schedule:
     """A schedule of ``graph`` whose peak memory is at most ``budget`` bytes.
 
     Parameters
@@ -46,6 +46,10 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
         settings reserves when it serves the schedule's allocations (:func:`~remat_core.schedule.replay`),
         rounding, pools and fragmentation included. The solver is asked again with less, up to
         :data:`RETRIES` times, while the replayed reserved peak is over the budget.
+    link : Link, optional
+        A transfer lane to the host: solvers that offload (tag ``offloads``) may copy tensors out and
+        back over it and minimise the makespan; every schedule is timed over it (``stats`` gain
+        ``makespan``, the stalls, the host peak and the bytes moved).
     **options
         The solver's declared options.
 
@@ -53,7 +57,8 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
     -------
     Schedule
         With ``stats`` measured by the simulator (peak, cost, computes, recomputes, overhead,
-        solve_seconds; with ``allocator``, also peak_reserved and peak_allocated from the replay) and
+        solve_seconds; with ``allocator``, also peak_reserved and peak_allocated from the replay; with
+        ``link``, the transfer lane's figures) and
         ``simulation`` attached.
 
     Raises
@@ -73,6 +78,8 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
     budget = check_budget(budget)
     check_time_limit(time_limit)
     bound_options = spec.bind(options)
+    if spec.tags.offloads:
+        bound_options["link"] = link
     lower = memory_lower_bound(graph)
     if budget < lower:
         raise InfeasibleBudget(budget, checkpoint_all_peak(graph), solver,
@@ -81,26 +88,30 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
     reserved: dict[str, int] = {}
     try:
         if allocator is None:
-            schedule = _solved_with_workspaces(spec.function, graph, budget, time_limit, bound_options)
+            schedule = _solved_with_workspaces(spec.function, graph, budget, time_limit, bound_options, link)
         else:
             schedule, reserved = _solved_within_reserved(spec.function, graph, budget, time_limit, bound_options,
-                                                         allocator)
+                                                         allocator, link)
     except InfeasibleBudget as e:
         raise type(e)(e.budget, e.smallest_feasible, e.solver or solver, e.detail) from None
     seconds = time.perf_counter() - started
     try:
-        result = simulate(graph, schedule, budget=budget)
+        result = simulate(graph, schedule, budget=budget, link=link)
     except InvalidSchedule as e:
         raise InvalidSchedule(e.step, e.op, f"solver '{solver}' returned a bad schedule: {e.reason}") from None
-    stats = {**schedule_stats(graph, result), **reserved, "solve_seconds": seconds}
+    lane = {} if result.timing is None else result.timing.summary()
+    stats = {**schedule_stats(graph, result), **reserved, **lane, "solve_seconds": seconds}
     if allocator is not None:
         schedule = schedule.with_updates(solver_info={**schedule.solver_info, "memory": "reserved",
                                                       "allocator": allocator.text()})
+    if link is not None:
+        schedule = schedule.with_updates(solver_info={**schedule.solver_info, "link": link.describe()})
     return schedule.with_updates(graph=graph.name, solver=solver, budget=budget, stats=stats, simulation=result)
 
 
 def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_limit: float | None,
-                            options: dict[str, Any], allocator: AllocatorConfig) -> tuple[Schedule, dict[str, int]]:
+                            options: dict[str, Any], allocator: AllocatorConfig, link: Link | None
+                            ) -> tuple[Schedule, dict[str, int]]:
     """A schedule whose allocations, replayed through the caching allocator, reserve at most ``budget`` bytes:
     solved for the bytes the tensors hold, then asked again with less (what the replay reserved above the
     budget, at least a tenth of the way to the lower bound), up to :data:`RESERVED_TRIES` times; with the
@@ -108,7 +119,7 @@ def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_lim
     asked = budget
     lower = memory_lower_bound(graph)
     for _ in range(RESERVED_TRIES):
-        schedule = _solved_with_workspaces(function, graph, asked, time_limit, options)
+        schedule = _solved_with_workspaces(function, graph, asked, time_limit, options, link)
         replayed = replay(graph, schedule, allocator)
         if replayed.peak_reserved <= budget:
             return schedule, replayed.peaks
@@ -122,7 +133,7 @@ def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_lim
 
 
 def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_limit: float | None,
-                            options: dict[str, Any]) -> Schedule:
+                            options: dict[str, Any], link: Link | None = None) -> Schedule:
     """The solver's schedule of ``graph``: solved on the graph with what each kernel holds while it runs as a
     workspace node (:func:`~remat_core.graph.with_workspaces`), so that every solver plans for it, then read
     back onto ``graph``'s own nodes.
@@ -139,7 +150,7 @@ def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_lim
             return schedule
         ops, reasons = without_workspaces(graph, schedule.ops, schedule.reasons)
         mapped = Schedule.from_ops(ops, reasons, solver_info=schedule.solver_info)
-        peak = measure_indexed(graph, [(a, graph.index[v]) for a, v in ops])[0]
+        peak = measure_indexed(graph, [(a, graph.index[v]) for a, v in ops], link=link)[0]
         if peak <= budget:
             return mapped
         asked -= peak - budget
@@ -151,7 +162,7 @@ def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_lim
 
 
 def solve_outcome(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
-                  allocator: AllocatorConfig | None = None, **options: Any) -> SolveOutcome:
+                  allocator: AllocatorConfig | None = None, link: Link | None = None, **options: Any) -> SolveOutcome:
     """:func:`solve` as one value: a feasible outcome with its schedule, or why there is none.
 
     An infeasible budget, a search stopped at its time limit, a graph the solver refuses and a
@@ -178,7 +189,7 @@ def solve_outcome(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER
         return SolveOutcome(solver, int(budget), status, seconds=time.perf_counter() - started, **fields)
 
     try:
-        schedule = solve(graph, budget, solver, time_limit=time_limit, allocator=allocator, **options)
+        schedule = solve(graph, budget, solver, time_limit=time_limit, allocator=allocator, link=link, **options)
     except SearchStopped as e:
         return ended(STOPPED, smallest_feasible=e.smallest_feasible, detail=e.detail)
     except InfeasibleBudget as e:
@@ -209,9 +220,10 @@ def check_time_limit(time_limit: Any) -> None:
 
 
 def sweep(graph: ComputeGraph, budgets: Iterable[int], solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
-          allocator: AllocatorConfig | None = None, **options: Any) -> list[SolveOutcome]:
+          allocator: AllocatorConfig | None = None, link: Link | None = None, **options: Any) -> list[SolveOutcome]:
     """:func:`solve_outcome` at each budget, in the order given."""
-    return [solve_outcome(graph, budget, solver, time_limit, allocator=allocator, **options) for budget in budgets]
+    return [solve_outcome(graph, budget, solver, time_limit, allocator=allocator, link=link, **options)
+            for budget in budgets]
 
 
 __all__ = ["DEFAULT_SOLVER", "FAILED", "FEASIBLE", "INFEASIBLE", "REFUSED", "STOPPED", "check_budget",

@@ -102,6 +102,13 @@ class SolverTags:
         It works on a traced model's FX graph when the graph carries one (and on our sizes otherwise).
     traceable_recursion : bool
         Its recursion can be traced call by call (:func:`~remat_core.solvers.trace_recursion`): the Learn page.
+    offloads : bool
+        It may copy tensors to the host and back over a transfer lane: the front door passes it the
+        :class:`~remat_core.schedule.Link` a solve is given (``link=``, None without one, when it must
+        recompute only), and it minimises the makespan the simulator measures over that link.
+    without_link : str
+        For an offloading solver: the recompute-only solver whose schedules it returns when no link is
+        given ("": its own recompute-only search). The conformance suite compares the two.
     portfolio_options : mapping
         Options it runs with inside the quick portfolio (a separator solver without its own fallback,
         which is the portfolio).
@@ -119,6 +126,8 @@ class SolverTags:
     addressed: bool = False
     uses_traced_graph: bool = False
     traceable_recursion: bool = False
+    offloads: bool = False
+    without_link: str = ""
     portfolio_options: Mapping[str, Any] = field(default_factory=dict)
     test_options: Mapping[str, Any] = field(default_factory=dict)
 

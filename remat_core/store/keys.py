@@ -17,7 +17,7 @@ from importlib import metadata
 from typing import Any, Mapping
 
 from ..graph import ComputeGraph
-from ..schedule import AllocatorConfig
+from ..schedule import AllocatorConfig, Link
 from ..solvers import check_budget, get_solver
 
 PACKAGE = "remat-explorer"
@@ -69,9 +69,10 @@ class ResultKey:
 
 
 def result_key(graph: ComputeGraph, budget: int, solver: str, time_limit: float | None = None,
-               options: Mapping[str, Any] | None = None, allocator: AllocatorConfig | None = None) -> ResultKey:
+               options: Mapping[str, Any] | None = None, allocator: AllocatorConfig | None = None,
+               link: Link | None = None) -> ResultKey:
     """The key of ``solver`` on ``graph`` at ``budget`` (a budget on reserved bytes under ``allocator``'s settings
-    keys them beside the options, as ``memory``).
+    keys them beside the options, as ``memory``; a transfer lane as ``link``).
 
     Raises
     ------
@@ -81,5 +82,7 @@ def result_key(graph: ComputeGraph, budget: int, solver: str, time_limit: float 
     bound = get_solver(solver).bind(options or {})
     if allocator is not None:
         bound = {**bound, "memory": f"reserved:{allocator.text()}"}
+    if link is not None:
+        bound = {**bound, "link": link.describe()}
     return ResultKey(graph.content_hash, solver, json.dumps(bound, sort_keys=True, separators=(",", ":")),
                      check_budget(budget), None if time_limit is None else float(time_limit), package_version())

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import InvalidSchedule, ScheduleFormatError
 from ..graph import ComputeGraph
-from ..schedule import AllocatorConfig, Schedule, replay, schedule_stats, simulate
+from ..schedule import AllocatorConfig, Link, Schedule, replay, schedule_stats, simulate
 from ..solvers import DEFAULT_SOLVER, FEASIBLE, INFEASIBLE, SolveOutcome, solve_outcome
 from .database import ResultStore, StoredResult
 from .keys import ResultKey, result_key
@@ -46,24 +46,25 @@ def configured_store() -> ResultStore | None:
 
 
 def simulated(graph: ComputeGraph, schedule: Schedule, budget: int, solve_seconds: float,
-              allocator: AllocatorConfig | None = None) -> Schedule:
+              allocator: AllocatorConfig | None = None, link: Link | None = None) -> Schedule:
     """``schedule`` measured again by the simulator (budget enforced), as :func:`remat_core.solve` returns one
-    (with ``allocator``, its reserved and allocated peaks replayed again too).
+    (with ``allocator``, its reserved and allocated peaks replayed again too; with ``link``, timed over it).
 
     Raises
     ------
     InvalidSchedule
         When it breaks a rule or the budget on ``graph``.
     """
-    result = simulate(graph, schedule, budget=budget)
-    stats = {**schedule_stats(graph, result), "solve_seconds": solve_seconds}
+    result = simulate(graph, schedule, budget=budget, link=link)
+    lane = {} if result.timing is None else result.timing.summary()
+    stats = {**schedule_stats(graph, result), **lane, "solve_seconds": solve_seconds}
     if allocator is not None:
         stats.update(replay(graph, schedule, allocator).peaks)
     return schedule.with_updates(graph=graph.name, budget=budget, simulation=result, stats=stats)
 
 
 def lookup(store: ResultStore, graph: ComputeGraph, key: ResultKey,
-           allocator: AllocatorConfig | None = None) -> SolveOutcome | None:
+           allocator: AllocatorConfig | None = None, link: Link | None = None) -> SolveOutcome | None:
     """The outcome stored under ``key``, its schedule simulated again (None: not stored, or dropped)."""
     stored = store.get(key)
     if stored is None:
@@ -73,7 +74,7 @@ def lookup(store: ResultStore, graph: ComputeGraph, key: ResultKey,
         return SolveOutcome(key.solver, key.budget, INFEASIBLE, smallest_feasible=stored.smallest_feasible,
                             detail=stored.detail, **common)
     try:
-        schedule = simulated(graph, Schedule.from_json(stored.schedule), key.budget, stored.seconds, allocator)
+        schedule = simulated(graph, Schedule.from_json(stored.schedule), key.budget, stored.seconds, allocator, link)
     except (InvalidSchedule, ScheduleFormatError) as e:
         _log.warning("warning: dropped the stored %s schedule of %s at %s bytes: it no longer simulates (%s); "
                      "solving again", key.solver, graph.name, f"{key.budget:,}", e)
@@ -96,7 +97,7 @@ def record(store: ResultStore, graph: ComputeGraph, key: ResultKey, outcome: Sol
 
 def stored_solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
                  store: ResultStore | str | None = CONFIGURED, spent: float = 0.0,
-                 allocator: AllocatorConfig | None = None, **options: Any) -> SolveOutcome:
+                 allocator: AllocatorConfig | None = None, link: Link | None = None, **options: Any) -> SolveOutcome:
     """:func:`~remat_core.solvers.solve_outcome` through a results store: the stored outcome of this solve if
     there is one, else solved here and stored.
 
@@ -112,13 +113,13 @@ def stored_solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER,
         Before anything is read or solved, as :func:`~remat_core.solvers.solve_outcome` does.
     """
     chosen = configured_store() if isinstance(store, str) and store == CONFIGURED else store
-    key = result_key(graph, budget, solver, time_limit, options, allocator)
+    key = result_key(graph, budget, solver, time_limit, options, allocator, link)
     if chosen is not None:
-        hit = lookup(chosen, graph, key, allocator)
+        hit = lookup(chosen, graph, key, allocator, link)
         if hit is not None:
             return hit
     left = time_limit if time_limit is None else max(time_limit - spent, min(time_limit, 0.01))
-    outcome = solve_outcome(graph, budget, solver, left, allocator=allocator, **options)
+    outcome = solve_outcome(graph, budget, solver, left, allocator=allocator, link=link, **options)
     if chosen is not None:
         record(chosen, graph, key, outcome)
     return outcome

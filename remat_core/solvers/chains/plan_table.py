@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from ...graph import ComputeGraph
-from ...schedule import Schedule, checkpoint_all_peak
+from ...schedule import Link, Schedule, checkpoint_all_peak
 from ..checkpoint_all import checkpoint_all_if_it_fits
 from ..registry import Option
 from .chain import Chain, chains
@@ -39,8 +39,32 @@ SplitSizes = Callable[[int], Sequence[int]]
 """``sizes(l)``: how many links a Split of an ``l``-link sub-chain may advance (``1 <= m < l``)."""
 
 
+class LevelledTable:
+    """What the tables over memory levels share: ``slot`` bytes per level and ``top``, the whole chain's least
+    cost at each level; :func:`table_candidates` reads plans off them."""
+
+    slot: int
+
+    @property
+    def top(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def levels(self) -> int:
+        """The top memory level (the checkpoint-all peak, pinned bytes excluded)."""
+        return len(self.top) - 1
+
+    def level(self, free_bytes: int) -> int:
+        """The lowest memory level covering ``free_bytes`` (budget minus pinned bytes), capped at the top.
+
+        Rounding up may name a plan slightly over the budget; :func:`table_candidates` measures it
+        and steps down until the simulator agrees.
+        """
+        return min(self.levels, max(-1, -(-free_bytes // self.slot)))
+
+
 @dataclass(frozen=True, eq=False)
-class PlanTable:
+class PlanTable(LevelledTable):
     """The best plan for every sub-chain and memory level: Rotor's dynamic program.
 
     ``cost[s, t, m]`` is the least cost of running groups ``t..s`` with ``A_{s-1}`` and the frontier
@@ -72,17 +96,9 @@ class PlanTable:
     split_shift: np.ndarray
 
     @property
-    def levels(self) -> int:
-        """The top memory level (the checkpoint-all peak, pinned bytes excluded)."""
-        return self.cost.shape[2] - 1
-
-    def level(self, free_bytes: int) -> int:
-        """The lowest memory level covering ``free_bytes`` (budget minus pinned bytes), capped at the top.
-
-        Rounding up may name a plan slightly over the budget; :func:`table_candidates` measures it
-        and steps down until the simulator agrees.
-        """
-        return min(self.levels, max(-1, -(-free_bytes // self.slot)))
+    def top(self) -> np.ndarray:
+        """The least cost of the whole chain at each memory level."""
+        return self.cost[1, self.chain.length]
 
     def plan(self, level: int) -> Plan:
         """The best plan for the whole chain at ``level`` (which must be feasible)."""
@@ -124,14 +140,31 @@ def plan_table(chain: Chain, memory_slots: int, unit_steps: bool = False,
     return chain.graph.memo(key, lambda: _fill(chain, memory_slots, unit_steps, split_sizes))
 
 
-def _fill(chain: Chain, memory_slots: int, unit_steps: bool, split_sizes: SplitSizes | None) -> PlanTable:
-    graph, fig, length = chain.graph, chain.figures, chain.length
+def memory_levels(graph: ComputeGraph, memory_slots: int) -> tuple[int, int]:
+    """``(slot, levels)``: the bytes of one memory level and the top level (the checkpoint-all peak, pinned bytes
+    excluded), for at most about ``memory_slots`` levels.
+
+    Levels are multiples of the sizes' common divisor: when that many levels fit in ``memory_slots``,
+    every size is a whole number of levels and a table over them is exact.
+    """
     free_peak = max(1, checkpoint_all_peak(graph) - graph.pinned_bytes)
-    # Levels are multiples of the sizes' common divisor: when that many levels fit in
-    # memory_slots, every size is a whole number of levels and the table is exact.
     unit = math.gcd(*(graph.mem[v] for v in graph.needed_idx)) or 1
     slot = unit * max(1, -(-free_peak // (memory_slots * unit)))
-    levels = -(-free_peak // slot)
+    return slot, -(-free_peak // slot)
+
+
+def shifted(values: np.ndarray, by: int) -> np.ndarray:
+    """``values[..., m - by]`` (inf below ``by``): a sub-plan given ``by`` fewer levels."""
+    levels = values.shape[-1] - 1
+    out = np.full(values.shape, np.inf)
+    if by <= levels:
+        out[..., by:] = values[..., : levels + 1 - by]
+    return out
+
+
+def _fill(chain: Chain, memory_slots: int, unit_steps: bool, split_sizes: SplitSizes | None) -> PlanTable:
+    graph, fig, length = chain.graph, chain.figures, chain.length
+    slot, levels = memory_levels(graph, memory_slots)
 
     def up(x: float) -> int:
         return -(-int(x) // slot)
@@ -153,13 +186,6 @@ def _fill(chain: Chain, memory_slots: int, unit_steps: bool, split_sizes: SplitS
     for s in range(1, length + 1):
         tape_shift[s] = up(fig.boundary[s - 1] + fig.tape_extra[s] - fig.boundary[s])
         split_shift[s] = up(fig.boundary[s - 1])
-
-    def shifted(values: np.ndarray, by: int) -> np.ndarray:
-        """``values[..., m - by]`` (inf below ``by``): a sub-plan given ``by`` fewer levels."""
-        out = np.full(values.shape, np.inf)
-        if by <= levels:
-            out[..., by:] = values[..., : levels + 1 - by]
-        return out
 
     for t in range(1, length + 1):
         frontier = fig.frontier[t]
@@ -192,13 +218,14 @@ def _fill(chain: Chain, memory_slots: int, unit_steps: bool, split_sizes: SplitS
     return PlanTable(chain, slot, cost, choice, tape_shift, split_shift)
 
 
-def table_candidates(graph: ComputeGraph, table: PlanTable, budget: int, solver: str, **info) -> Iterator[Candidate]:
+def table_candidates(graph: ComputeGraph, table: LevelledTable, budget: int, solver: str, link: Link | None = None,
+                     **info) -> Iterator[Candidate]:
     """Measured plans of the table: the one at the budget's level, then lower levels while the simulator disagrees.
 
     Below the table's smallest feasible level, its smallest plan is still measured: the figures
     are conservative off chains, and the plan may fit after all.
     """
-    top = table.cost[1, table.chain.length]
+    top = table.top
     feasible = np.flatnonzero(np.isfinite(top))
     if feasible.size == 0:
         return
@@ -212,7 +239,7 @@ def table_candidates(graph: ComputeGraph, table: PlanTable, budget: int, solver:
         if plan == previous:
             continue
         previous = plan
-        candidate = measure_plan(table.chain, plan, solver, memory_level=m, slot_bytes=table.slot,
+        candidate = measure_plan(table.chain, plan, solver, link, memory_level=m, slot_bytes=table.slot,
                                  predicted=float(top[m]), links=table.chain.length,
                                  segmentation=table.chain.segmentation, **info)
         yield candidate

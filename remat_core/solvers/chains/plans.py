@@ -22,7 +22,8 @@ from typing import Callable, Iterable, Union
 
 from ...errors import InfeasibleBudget
 from ...graph import ComputeGraph, node_labels
-from ...schedule import Reason, Schedule, checkpoint_all_peak, ops_from_computes, reason, simulate
+from ...schedule import (FREE, OFFLOAD, PREFETCH, Link, Op, Reason, Schedule, checkpoint_all_peak, ops_from_computes,
+                         reason, simulate)
 from ..registry import Option
 from .chain import SEGMENTATIONS, Chain
 
@@ -42,12 +43,18 @@ class Leaf:
     t: int
 
 
+KEEP, EARLY, LATE = "", "early", "late"
+"""What a Tape or Split does with the input it keeps (:func:`offloaded_input`): keep it on the device, or offload
+it and prefetch it during the backward group run just before its own (EARLY) or right before it (LATE)."""
+
+
 @dataclass(frozen=True)
 class Tape:
     """Compute link ``s`` keeping its tape, run ``rest`` (links ``s+1..t``), then group ``s``."""
 
     s: int
     rest: "Plan"
+    offload: str = KEEP
 
 
 @dataclass(frozen=True)
@@ -58,22 +65,76 @@ class Split:
     j: int
     right: "Plan"
     left: "Plan"
+    offload: str = KEEP
 
 
 Plan = Union[Leaf, Tape, Split]
 
+Transfers = dict[int, list[tuple[Op, Reason]]]
+"""Ops to place before the computation at each position (see :func:`~remat_core.schedule.ops_from_computes`)."""
 
-def plan_computes(chain: Chain, plan: Plan, solver: str) -> tuple[list[int], list[Reason]]:
+
+def offloaded_input(chain: Chain, step: Tape | Split) -> frozenset[int]:
+    """What a Tape or Split may offload while the rest of its plan runs: the values of ``A_{s-1}`` it keeps for its
+    own backward groups that nothing in between reads (not in the checkpoint ``A_j`` it advances to, nor, for a
+    Tape, in ``A_s``)."""
+    before = chain.boundaries[step.s - 1]
+    if isinstance(step, Split):
+        return before - chain.boundaries[step.j]
+    return frozenset(v for v in before if chain.read_later(v, step.s + 1)) - chain.boundaries[step.s]
+
+
+def plan_computes(chain: Chain, plan: Plan, solver: str, transfers: Transfers | None = None
+                  ) -> tuple[list[int], list[Reason]]:
     """The computations of a plan, in order, each with a reason naming its link, segment and checkpoint.
 
     Rules: ``<solver>-advance`` (towards a checkpoint), ``<solver>-tape`` (a link computed to keep
-    its values for its backward group), ``<solver>-backward`` (a backward group).
+    its values for its backward group), ``<solver>-backward`` (a backward group). A Tape or Split that
+    offloads its kept input (:func:`offloaded_input`) adds to ``transfers``: ``offload`` before its
+    first computation (unless a host copy was made earlier), ``free`` after its own link(s), and
+    ``prefetch`` before the backward group run just before its own (EARLY) or before its own (LATE);
+    rules ``<solver>-offload``, ``<solver>-free``, ``<solver>-prefetch``.
     """
     computes: list[int] = []
     reasons: list[Reason] = []
     seen: set[int] = set()
-    labels = node_labels(chain.graph)
-    names = [labels[i] for i in chain.graph.ids]
+    on_host: set[int] = set()
+    prefetch_before_group: dict[int, list[tuple[Op, Reason]]] = {}
+    graph = chain.graph
+    labels = node_labels(graph)
+    names = [labels[i] for i in graph.ids]
+
+    def transfer(action: str, nodes: Iterable[int], text: Callable[[str], str],
+                 **fields) -> list[tuple[Op, Reason]]:
+        return [((action, graph.ids[v]), reason(text(names[v]), rule=f"{solver}-{action}", **fields))
+                for v in sorted(nodes)]
+
+    def place(moves: list[tuple[Op, Reason]]) -> None:
+        if transfers is None:
+            raise ValueError("this plan offloads: pass a transfers mapping to plan_computes")
+        transfers.setdefault(len(computes), []).extend(moves)
+
+    def send_out(step: Tape | Split, what: str, group: int) -> frozenset[int]:
+        moved = offloaded_input(chain, step) if step.offload != KEEP else frozenset()
+        fresh = moved - on_host
+        on_host.update(fresh)
+        if fresh:
+            place(transfer(OFFLOAD, fresh, lambda v: f"{v} offloaded to the host while {what} runs, for backward "
+                                                      f"group {group}", link=step.s))
+        return moved
+
+    def free_and_return(step: Tape | Split, moved: frozenset[int], what: str, back: int, stack: list) -> None:
+        if not moved:
+            return
+        place(transfer(FREE, moved, lambda v: f"{v} dropped from the device after {what}: its host copy waits for "
+                                              f"backward group {step.s}", link=step.s))
+        when = "during backward group" if step.offload == EARLY else "after backward group"
+        back_in = transfer(PREFETCH, moved, lambda v: f"{v} prefetched {when} {back} for backward group {step.s}",
+                           link=step.s)
+        if step.offload == EARLY:
+            prefetch_before_group.setdefault(back, []).extend(back_in)
+        else:
+            stack.append(("prefetch", back_in))
 
     def emit(nodes: Iterable[int], text: Callable[[str, str], str], **fields) -> None:
         for v in nodes:
@@ -83,6 +144,8 @@ def plan_computes(chain: Chain, plan: Plan, solver: str) -> tuple[list[int], lis
             reasons.append(reason(text(verb, names[v]), **fields))
 
     def backward(k: int) -> None:
+        if k in prefetch_before_group:
+            place(prefetch_before_group.pop(k))
         emit(chain.link(k).backward, lambda verb, v: f"backward group {k}: {v} {verb}",
              rule=f"{solver}-backward", link=k)
 
@@ -93,6 +156,9 @@ def plan_computes(chain: Chain, plan: Plan, solver: str) -> tuple[list[int], lis
         if what == "backward":
             backward(item)
             continue
+        if what == "prefetch":
+            place(item)
+            continue
         if isinstance(item, Leaf):
             k = item.t
             start = chain.boundary_label(k - 1)
@@ -102,19 +168,25 @@ def plan_computes(chain: Chain, plan: Plan, solver: str) -> tuple[list[int], lis
             backward(k)
         elif isinstance(item, Tape):
             k = item.s
+            what = f"link {k} is taped"
+            moved = send_out(item, what, k)
             emit(chain.link(k).taped, lambda verb, v: f"{v} {verb} in link {k}, kept for backward group {k}",
                  rule=f"{solver}-tape", link=k, checkpoint=chain.boundary_label(k - 1))
             stack.append(("backward", k))
+            free_and_return(item, moved, what, k + 1, stack)
             stack.append(("plan", item.rest))
         else:
             target = chain.boundary_label(item.j)
             start = chain.boundary_label(item.s - 1)
+            what = f"links {item.s}..{item.j} advance"
+            moved = send_out(item, what, item.s)
             for k in range(item.s, item.j + 1):
                 emit(chain.link(k).advance,
                      lambda verb, v, k=k: f"{v} {verb} advancing link {k} from checkpoint {start} to checkpoint "
                                           f"{target} (segment {item.s}..{item.j})",
                      rule=f"{solver}-advance", link=k, segment=[item.s, item.j], checkpoint=target)
             stack.append(("plan", item.left))
+            free_and_return(item, moved, what, item.j + 1, stack)
             stack.append(("plan", item.right))
     return computes, reasons
 
@@ -131,7 +203,8 @@ def tape_chain(s: int, t: int) -> Plan:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A plan turned into ops, with the peak and cost the simulator measured."""
+    """A plan turned into ops, with the peak and cost the simulator measured (the cost is the makespan when it was
+    measured over a transfer lane)."""
 
     ops: tuple
     reasons: tuple
@@ -140,12 +213,14 @@ class Candidate:
     info: dict
 
 
-def measure_plan(chain: Chain, plan: Plan, solver: str, **info) -> Candidate:
-    """Flatten ``plan`` into ops (frees after last reads) and simulate them."""
-    computes, reasons = plan_computes(chain, plan, solver)
-    ops, op_reasons = ops_from_computes(chain.graph, computes, reasons, free_rule=f"{solver}-free")
-    result = simulate(chain.graph, ops)
-    return Candidate(tuple(ops), tuple(op_reasons), result.peak, result.cost, info)
+def measure_plan(chain: Chain, plan: Plan, solver: str, link: Link | None = None, **info) -> Candidate:
+    """Flatten ``plan`` into ops (frees after last reads, transfers where it offloads) and simulate them, over
+    ``link`` when given."""
+    transfers: Transfers = {}
+    computes, reasons = plan_computes(chain, plan, solver, transfers)
+    ops, op_reasons = ops_from_computes(chain.graph, computes, reasons, free_rule=f"{solver}-free", before=transfers)
+    result = simulate(chain.graph, ops, link=link)
+    return Candidate(tuple(ops), tuple(op_reasons), result.peak, result.makespan, info)
 
 
 def best_candidate(graph: ComputeGraph, budget: int, solver: str, candidates: Iterable[Candidate],

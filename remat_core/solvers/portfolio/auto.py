@@ -18,6 +18,11 @@ Phases, each recorded in ``solver_info["phases"]`` with its result and time:
    its form (frontier-advancing in the graph's order), for the time left: it returns something
    cheaper or proves the best one optimal among the schedules of that order.
 
+5. **offload**, only when the solve is given a transfer lane (``--bandwidth``): every solver tagged
+   ``offloads`` (``pofo``) at the budget over that lane; its schedule wins when its makespan is shorter.
+   Every phase is then judged by the makespan the simulator measures over the lane, which for a
+   schedule without copies is its cost. Without a lane ``auto`` never offloads.
+
 It stops early when a phase proves the best schedule optimal, when the improvement stalls and no
 exact phase applies, and at the time limit (``stopped_at_time_limit``). Every cost is the
 simulator's. ``solver_info``: ``winner`` (the phase and solver whose schedule is returned),
@@ -35,13 +40,14 @@ from typing import Any
 
 from ...errors import InfeasibleBudget, SearchStopped
 from ...graph import ComputeGraph
-from ...schedule import Schedule, checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak, simulate
+from ...schedule import Link, Schedule, checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak, simulate
 from ..bounds import peak_lower_bound
 from ..deadline import Deadline
 from ..eviction.lifetime_split import lifetime_split_timelines, timeline_schedule
 from ..eviction.lifetimes import Timeline, ruin_and_recreate
 from ..quick import run_quick_heuristics
-from ..registry import Option, SolverTags, register
+from ..front_door import solve_outcome
+from ..registry import Option, SolverTags, find_solvers, register
 from ..stage_models.checkmate_milp import fixed_order_milp
 from ..stage_models.checkmate_model import relative_gap
 from ..stage_models.grid import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, computes_from_ops, measure, stage_grid,
@@ -73,6 +79,7 @@ class _Portfolio:
     timeline: Timeline | None = None  # the best result as a compute sequence, when it has one
     phases: list[dict[str, Any]] = field(default_factory=list)
     floors: list[int] = field(default_factory=list)  # peaks lifetime splitting reaches whatever the budget
+    link: Link | None = None  # the transfer lane: schedules are judged by their makespan over it
 
     def optimal(self, lower_bound: float) -> bool:
         """Whether the best is within :data:`OPTIMALITY_TOLERANCE` of ``lower_bound`` (checkpoint-all's cost)."""
@@ -85,14 +92,16 @@ class _Portfolio:
         if schedule is None:
             entry.update(status="no schedule", detail=detail)
         else:
-            result = simulate(self.graph, schedule)
+            result = simulate(self.graph, schedule, link=self.link)
             fits = result.peak <= self.budget
             entry.update(status="fits" if fits else "over budget", cost=result.cost, peak=result.peak,
                          overhead=_overhead(self.graph, result.cost))
+            if self.link is not None:
+                entry["makespan"] = result.makespan
             if detail:
                 entry["detail"] = detail
-            if fits and result.cost < self.best_cost * (1 - 1e-12):
-                self.best, self.best_cost, self.winner = schedule, result.cost, phase
+            if fits and result.makespan < self.best_cost * (1 - 1e-12):
+                self.best, self.best_cost, self.winner = schedule, result.makespan, phase
                 self.timeline = timeline
         self.phases.append(entry)
 
@@ -101,7 +110,7 @@ class _Portfolio:
                   "first), then large-neighbourhood search, then Checkmate's MILP from the best when the graph is small "
                   "enough; proves infeasibility below a lower bound; solver_info names the winner, each phase and the "
                   "gap.",
-          tags=SolverTags(searching=True, test_options={"stall": 3, "exact_max_nodes": 24}),
+          tags=SolverTags(searching=True, offloads=True, test_options={"stall": 3, "exact_max_nodes": 24}),
           options=(Option("exact_max_nodes", int, EXACT_MAX_NODES, "run the MILP when the graph has at most this many "
                                                                    "nodes to compute (0: never)", low=0, high=100000),
                    Option("stall", int, 30, "large-neighbourhood rounds without a gain before it stops", low=0,
@@ -110,8 +119,9 @@ class _Portfolio:
           reference="Checkmate (Jain et al., MLSys 2020), Moccasin (Bartan et al., ICML 2023), DTR (Kirisame et al., "
                     "ICLR 2021); ruin-and-recreate large-neighbourhood search (Shaw 1998; Schrimpf et al. 2000)")
 def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, exact_max_nodes: int = EXACT_MAX_NODES,
-         stall: int = 30, seed: int = 0) -> Schedule:
-    """The best schedule the portfolio finds within ``time_limit`` (default 60 s).
+         stall: int = 30, seed: int = 0, link: Link | None = None) -> Schedule:
+    """The best schedule the portfolio finds within ``time_limit`` (default 60 s); with ``link``, of least makespan
+    over it, offloading solvers included.
 
     Raises
     ------
@@ -136,16 +146,34 @@ def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, e
             "winner": "checkpoint-all", "phases": [], "lower_bound": base_cost, "gap": 0.0,
             "gap_scope": _ALL_SCHEDULES, "peak_lower_bound": bound,
             "proof": "checkpoint-all fits: computing every needed node once is a lower bound"})
-    portfolio = _Portfolio(graph, budget, deadline)
+    portfolio = _Portfolio(graph, budget, deadline, link=link)
     exhaustive = _exhaustive_phase(portfolio)
-    if exhaustive is not None:
+    fixed_order = None
+    if exhaustive is None:
+        exact_follows = stage_grid(graph).n <= exact_max_nodes
+        _quick_phases(portfolio)
+        if not portfolio.optimal(base_cost):
+            _improve_phase(portfolio, stall, seed, exact_follows)
+        fixed_order = _exact_phase(portfolio) if exact_follows and not portfolio.optimal(base_cost) else None
+    if link is not None and not portfolio.optimal(base_cost):
+        _offload_phase(portfolio)
+    if exhaustive is not None and portfolio.winner == "exhaustive search":
         return exhaustive
-    exact_follows = stage_grid(graph).n <= exact_max_nodes
-    _quick_phases(portfolio)
-    if not portfolio.optimal(base_cost):
-        _improve_phase(portfolio, stall, seed, exact_follows)
-    fixed_order = _exact_phase(portfolio) if exact_follows and not portfolio.optimal(base_cost) else None
     return _result(portfolio, bound, fixed_order)
+
+
+def _offload_phase(portfolio: _Portfolio) -> None:
+    """Every offloading solver but ``auto`` at the budget, over the portfolio's transfer lane, for the time left."""
+    for spec in find_solvers(offloads=True):
+        if spec.name == "auto":
+            continue
+        limit = portfolio.deadline.left() if portfolio.deadline.limited else None
+        if portfolio.deadline.expired():
+            portfolio.phases.append({"phase": spec.name, "seconds": 0.0, "status": "skipped",
+                                     "detail": "the time limit had passed"})
+            continue
+        answer = solve_outcome(portfolio.graph, portfolio.budget, spec.name, limit or None, link=portfolio.link)
+        portfolio.offer(spec.name, answer.schedule, answer.seconds, answer.detail)
 
 
 def _budget_met_near(graph: ComputeGraph, bound: int, deadline: Deadline) -> int:
@@ -290,7 +318,7 @@ def _result(portfolio: _Portfolio, bound: int, fixed_order: dict[str, Any] | Non
         grid = fixed_order.pop("grid")
         info["fixed_order"] = {**fixed_order, "gap": relative_gap(fixed_order["cost"], fixed_order["lower_bound"]),
                                "scope": _FIXED_ORDER}
-        in_order = computes_from_ops(grid, portfolio.best.ops) is not None
+        in_order = not portfolio.best.has_transfers and computes_from_ops(grid, portfolio.best.ops) is not None
         if in_order and fixed_order["lower_bound"] > lower:
             lower, scope = fixed_order["lower_bound"], _FIXED_ORDER
     info.update(lower_bound=lower, gap=relative_gap(portfolio.best_cost, lower), gap_scope=scope)
