@@ -100,7 +100,7 @@ def test_an_unknown_way_is_refused(residual):
     graph, schedule = residual
     with pytest.raises(ExecutionError, match="plan, sac, compile"):
         train_step(graph, schedule, "jit")
-    assert VIAS == ("plan", "sac", "compile")
+    assert VIAS == ("plan", "sac", "compile", "offload")
 
 
 def run_cli(*args, env=None):

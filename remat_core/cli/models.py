@@ -9,12 +9,13 @@ import sys
 from collections import Counter
 
 from ..analysis import reported_gap
-from ..errors import InfeasibleBudget
+from ..errors import InfeasibleBudget, SolverOptionError
 from ..graph import COST_MODELS, format_bytes
 from ..run import GRADIENT_TOLERANCE, VIAS, StepReport
 from ..schedule import checkpoint_all_peak, memory_lower_bound
 from ..solvers import DEFAULT_SOLVER, solve
-from ._common import EXIT_INVALID_SCHEDULE, EXIT_OK, Command, budget_arg, option_args, print_json
+from ._common import (EXIT_INVALID_SCHEDULE, EXIT_OK, Command, add_link_args, budget_arg, link_of, option_args,
+                      print_json)
 
 TRACE_LEVELS = ("op", "module")
 EXECUTE_TIME_LIMIT = 5.0
@@ -98,7 +99,10 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
                    help="a solver option (repeatable)")
     p.add_argument("--via", choices=VIAS, default=VIAS[0],
                    help="plan: replay the schedule op by op (default); sac: selective activation checkpointing; "
-                        "compile: torch.compile with the plan in Inductor's partitioner (needs a C++ compiler)")
+                        "compile: torch.compile with the plan in Inductor's partitioner (needs a C++ compiler); "
+                        "offload: sac with the plan's offloads as saved-tensor hooks (needs --bandwidth)")
+    add_link_args(p, "a transfer lane to the host the solver may offload over (--via offload needs one; plan "
+                     "replays offloads too)")
     p.add_argument("--tolerance", type=float, default=GRADIENT_TOLERANCE,
                    help=f"largest allowed gradient difference, relative to the largest gradient (default "
                         f"{GRADIENT_TOLERANCE:g})")
@@ -115,6 +119,12 @@ def cmd_execute(args: argparse.Namespace) -> int:
                          options=option_args(args.option))
     budget = budget_arg(args.budget, graph)
     options = option_args(args.solver_option)
+    link = link_of(args)
+    if args.via == "offload" and link is None:
+        raise SolverOptionError("--via offload runs a plan that offloads: give --bandwidth (a preset such as pcie4, "
+                                "or a rate such as 12GB/s) so that the solver plans copies (pofo, or auto)")
+    if link is not None:
+        options["link"] = link
     try:
         if args.via == "sac":  # the plan SAC can keep: what its regions really hold fits the budget
             schedule, _ = sac_aware_schedule(graph, budget, lambda asked: solve(graph, asked, args.solver,
@@ -175,6 +185,17 @@ def _print_step(graph: str, solver: str, budget: int, report: StepReport) -> Non
              f"({ratio(report.measured_peak, report.eager_peak)} of eager; {report.peak_measure})",
              f"  step time: {report.step_seconds:.3f} s, eager {report.eager_step_seconds:.3f} s "
              f"({ratio(report.step_seconds, report.eager_step_seconds)})"]
+    details = report.details
+    if details.get("plan_offloaded_nodes") == 0:
+        lines.append("  offloaded: nothing: over this link the plan found recomputing (or keeping) cheaper than "
+                     "copying")
+    elif "bytes_to_host" in details:
+        rates = [f"{details[k] / 1e9:.1f} GB/s {way}" for k, way in (("bandwidth_to_host", "out"),
+                                                                   ("bandwidth_to_device", "back"))
+                 if details.get(k)]
+        lines.append(f"  offloaded: {details['offloaded_values']} tensor(s), {format_bytes(details['bytes_to_host'])} "
+                     f"to the host and {format_bytes(details['bytes_to_device'])} back"
+                     + (f" ({', '.join(rates)} measured)" if rates else f"; transfers: {details['transfers']}"))
     if report.uncontrolled:
         lines.append(f"  not as planned: {len(report.uncontrolled)} tensor(s) saved, "
                      f"{format_bytes(report.uncontrolled_bytes)} more than planned")

@@ -8,8 +8,9 @@ import time
 
 from ..errors import InvalidSchedule, SolverOptionError
 from ..graph import load_graph
-from ..schedule import Link, load_schedule, replay, save_schedule, simulate, snapshot_pickle
+from ..schedule import load_schedule, replay, save_schedule, simulate, snapshot_pickle
 from ..solvers import DEFAULT_SOLVER, list_solvers
+from ..schedule.links import schedule_link
 from ._common import (EXIT_OK, Command, add_link_args, add_memory_args, add_store_args, allocator_of, budget_arg,
                       link_of, option_args, outcome_exit, print_json, solved_through_store)
 
@@ -77,8 +78,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.snapshot and allocator is None:
         raise SolverOptionError("--snapshot writes the caching allocator's trace: add --memory reserved")
     link = link_of(args)
-    if link is None and schedule.has_transfers and isinstance(schedule.solver_info.get("link"), dict):
-        link = Link.from_description(schedule.solver_info["link"])
+    if link is None and isinstance(schedule.solver_info.get("link"), dict):
+        link = schedule_link(schedule)
         sys.stderr.write(f"timing the copies over the link the schedule was solved for ({link.to_host:g} bytes per "
                          f"cost unit to the host, {link.to_device:g} back); --bandwidth sets another\n")
     try:

@@ -9,6 +9,9 @@ graph it was coarsened from) and split where the backward pass starts (its first
 - ``keep``: computed once and resident when the backward starts (the plan saves it);
 - ``recompute``: computed again, or first, after the backward started;
 - ``transient``: computed in the forward and freed before the backward, never needed again.
+
+A tensor the schedule offloads in the forward (and prefetches for the backward) is ``keep``: it is
+saved, on the host for a while; :attr:`PlanDecisions.offloaded` names them.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, Op
+from ..schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, Op
 
 KEEP, RECOMPUTE, TRANSIENT = "keep", "recompute", "transient"
 FORWARD_KINDS = ("forward", "loss")
@@ -37,11 +40,14 @@ class PlanDecisions:
     bursts : int
         Runs of consecutive recomputations in the backward: how many times the plan goes back to
         recompute (a checkpoint region recomputes in one run).
+    offloaded : frozenset of str
+        Forward nodes the schedule copies to the host before the backward starts.
     """
 
     graph: ComputeGraph
     choice: Mapping[str, str]
     bursts: int
+    offloaded: frozenset[str] = frozenset()
 
     def of(self, node_id: str) -> str | None:
         """The decision for ``node_id``; None for pinned and backward nodes."""
@@ -61,17 +67,18 @@ def plan_decisions(graph: ComputeGraph, ops: tuple[Op, ...]) -> PlanDecisions:
                     len(op_ops))
     computes = Counter(node for action, node in op_ops if action == COMPUTE and kinds[node] in FORWARD_KINDS)
     resident: set[str] = set()
+    offloaded = {node for action, node in op_ops[:boundary] if action == OFFLOAD}
     for action, node in op_ops[:boundary]:
-        if action == COMPUTE:
+        if action in (COMPUTE, PREFETCH):
             resident.add(node)
-        else:
+        elif action == FREE:
             resident.discard(node)
     early = {node for action, node in op_ops[:boundary] if action == COMPUTE}
     choice: dict[str, str] = {}
     for node, count in computes.items():
         if count > 1 or node not in early:
             choice[node] = RECOMPUTE
-        elif node in resident:
+        elif node in resident or node in offloaded:
             choice[node] = KEEP
         else:
             choice[node] = TRANSIENT
@@ -82,4 +89,4 @@ def plan_decisions(graph: ComputeGraph, ops: tuple[Op, ...]) -> PlanDecisions:
         recomputing = kinds[node] in FORWARD_KINDS
         bursts += recomputing and not in_burst
         in_burst = recomputing
-    return PlanDecisions(op_graph, choice, bursts)
+    return PlanDecisions(op_graph, choice, bursts, frozenset(offloaded))

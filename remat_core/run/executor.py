@@ -27,6 +27,7 @@ Semantics
 
 from __future__ import annotations
 
+import math
 import operator
 import time
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from torch import fx
 from ..errors import RematError
 from ..frontends import MODEL_PREFIX, real_placeholder_values
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, Op, Schedule, checkpoint_all_ops, simulate
+from ..schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, TRANSFERS, Link, Op, Schedule, checkpoint_all_ops, simulate
 
 
 class ExecutionError(RematError):
@@ -102,6 +103,10 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
     measure_memory : bool
         Record the bytes held after each op.
 
+    An ``offload`` keeps a host copy of the tensor's values (on a CPU the values themselves: the host
+    is the device, nothing moves) and a ``prefetch`` brings them back; the bytes held count the
+    device's only, as the simulator does.
+
     Raises
     ------
     ExecutionError
@@ -110,9 +115,10 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
         When the schedule breaks a simulator rule.
     """
     ops = schedule.ops if isinstance(schedule, Schedule) else tuple(schedule)
-    simulate(graph, ops)
+    link = Link(math.inf, math.inf) if any(action in TRANSFERS for action, _ in ops) else None  # order, not time
+    simulate(graph, ops, link=link)
     op_graph, op_ops, ends = to_op_level(graph, ops)
-    simulated = simulate(op_graph, op_ops)
+    simulated = simulate(op_graph, op_ops, link=link)
     runner = _Runner(op_graph, seed)
     started = time.perf_counter()
     memory = []
@@ -121,8 +127,12 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
         for step, (action, node) in enumerate(op_ops):
             if action == COMPUTE:
                 runner.compute(node, step)
-            else:
+            elif action == FREE:
                 runner.free(node)
+            elif action == OFFLOAD:
+                runner.offload(node)
+            else:
+                runner.prefetch(node)
             if measure_memory:
                 memory.append(runner.resident_bytes())
     seconds = time.perf_counter() - started
@@ -130,6 +140,13 @@ def execute(graph: ComputeGraph, schedule: Schedule | list[Op], *, seed: int = 0
     return ExecutionResult(gradients=runner.gradients(), loss=runner.loss_value(), memory=tuple(memory),
                            simulated_memory=simulated.memory if measure_memory else (),
                            schedule_memory=schedule_memory, computes=simulated.computes, seconds=seconds)
+
+
+def _to_host(value: Any) -> tuple[Any, torch.device | None]:
+    """A host copy of ``value`` and the device to bring it back to (a CPU tensor is its own host copy)."""
+    if not isinstance(value, torch.Tensor):
+        return value, None
+    return (value if value.device.type == "cpu" else value.to("cpu")), value.device
 
 
 def is_executable(graph: ComputeGraph) -> bool:
@@ -201,10 +218,17 @@ def to_op_level(graph: ComputeGraph, ops: tuple[Op, ...]
     expanded: list[Op] = []
     ends: list[int] = []
     held: dict[str, list[str]] = {}
+    offloaded: dict[str, list[str]] = {}
     for action, group in ops:
         members = groups[group]
         if action == FREE:
             expanded.extend((FREE, m) for m in held.pop(group))
+        elif action == OFFLOAD:
+            offloaded[group] = list(held[group])
+            expanded.extend((OFFLOAD, m) for m in held[group])
+        elif action == PREFETCH:
+            held[group] = offloaded[group]
+            expanded.extend((PREFETCH, m) for m in held[group])
         else:
             member_set = set(members)
             order = sorted((op_graph.index[m] for m in members), key=topo_position.__getitem__)
@@ -259,6 +283,7 @@ class _Runner:
         self.storage_refs: dict[int, list[int]] = {}  # data_ptr -> [live references, nbytes]
         self.held_bytes = 0
         self.last_tuple: tuple[str, Any] | None = None
+        self.host: dict[str, list[tuple[str, Any]]] = {}  # node -> its values' host copies (offloaded)
         self.computed: set[str] = set()
         self.loss: float | None = None
         self.grad_values: dict[str, torch.Tensor] = {}
@@ -335,6 +360,16 @@ class _Runner:
                 if ref[0] == 0:
                     self.held_bytes -= ref[1]
                     del self.storage_refs[value.untyped_storage().data_ptr()]
+
+    def offload(self, node_id: str) -> None:
+        """Keep a host copy of the node's values (on a CPU the values themselves, not counted as held)."""
+        self.host[node_id] = [(key, *_to_host(self.env[key])) for key in self.held_by[node_id]]
+
+    def prefetch(self, node_id: str) -> None:
+        """Bring the node's values back from their host copy."""
+        self.held_by[node_id] = []
+        for key, value, device in self.host[node_id]:
+            self._hold(node_id, key, value.to(device) if device is not None else value)
 
     def _hold(self, owner: str, key: str, value: Any) -> None:
         """Keep FX value ``key`` alive while graph node ``owner`` is resident, counting its storage once."""

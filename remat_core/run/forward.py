@@ -127,7 +127,7 @@ def forward_program(decisions: PlanDecisions, returns: Sequence[str]) -> Forward
 
 
 def run_forward(program: ForwardProgram, values: Mapping[str, Any], *, seed: int | None = None,
-                plan: bool = True) -> dict[str, Any]:
+                plan: bool = True, on_value: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
     """Run the forward ops on real ``values`` (placeholder name -> tensor) with autograd, as the plan says.
 
     Parameters
@@ -139,6 +139,8 @@ def run_forward(program: ForwardProgram, values: Mapping[str, Any], *, seed: int
         Random ops draw from per-op streams of this seed (None: from the global RNG).
     plan : bool
         False: every region runs plainly (eager autograd, nothing recomputed).
+    on_value : callable, optional
+        Called with each op's FX name and value as the forward (not a recomputation) makes it.
 
     Returns
     -------
@@ -156,7 +158,7 @@ def run_forward(program: ForwardProgram, values: Mapping[str, Any], *, seed: int
     context = functools.partial(create_selective_checkpoint_contexts, policy)
     for region in program.regions:
         run = _region_function(program.nodes[region.start:region.end], region, env, fetch, current,
-                               positions, seed)
+                               positions, seed, on_value)
         inputs = [env[name] for name in region.inputs]
         if plan and region.checkpointed:
             outputs = checkpoint(run, *inputs, use_reentrant=False, context_fn=context, preserve_rng_state=True)
@@ -179,7 +181,7 @@ def write_buffer_updates(model: Any, updates: Mapping[str, str], returned: Mappi
 
 def _region_function(nodes: Sequence[fx.Node], region: Region, env: Mapping[str, Any],
                      fetch: Callable[[str], Any], current: list[fx.Node], positions: Mapping[str, int],
-                     seed: int | None) -> Callable[..., tuple]:
+                     seed: int | None, on_value: Callable[[str, Any], None] | None = None) -> Callable[..., tuple]:
     """The region's ops as one function of its inputs (called again by checkpoint to recompute)."""
     rng_states: dict[str, torch.Tensor] = {}
 
@@ -196,6 +198,8 @@ def _region_function(nodes: Sequence[fx.Node], region: Region, env: Mapping[str,
                 if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
                     _draw_as_before(node, rng_states, recomputing, seed, positions)
                 local[node.name] = node.target(*fx.node.map_arg(node.args, read), **fx.node.map_arg(node.kwargs, read))
+            if on_value is not None and not recomputing:
+                on_value(node.name, local[node.name])
             current.pop()
             for name in done:
                 local.pop(name, None)

@@ -26,19 +26,21 @@ from torch.utils import _pytree as pytree
 from ..errors import TraceError
 from ..frontends import LossSetup, real_placeholder_values, trace_training_graph
 from ..graph import ComputeGraph, format_bytes, parse_budget
-from ..schedule import Schedule, checkpoint_all_peak
+from ..schedule import Link, Schedule, checkpoint_all_peak
+from ..schedule.links import parse_link
 from ..solvers import solve
 from .decisions import plan_decisions
 from .compiled import check_compiler, compile_failure, compiled_step, partitioner_settings
 from .executor import ExecutionError
 from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
+from .offload_hooks import OffloadHooks, offloaded_values
 from .report import Uncontrolled
 from .sac_route import sac_aware_schedule
 
 NOTICEABLE = 0.05
 """Tensors the plan frees that the caller keeps are worth a warning above this share of the planned peak."""
 
-MODULE_VIAS = ("sac", "compile")
+MODULE_VIAS = ("sac", "compile", "offload")
 """How :func:`rematerialize` installs a plan (the op-by-op replay computes its own gradients: no module)."""
 
 OUTPUT_TAG = "remat_output"
@@ -47,7 +49,7 @@ OUTPUT_TAG = "remat_output"
 
 def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "50%", solver: str = "rotor",
                   loss: LossSetup | Callable[..., torch.Tensor] | None = None, *,
-                  via: str = "sac") -> "RematerializedModule":
+                  via: str = "sac", bandwidth: str | Link | None = None) -> "RematerializedModule":
     """``module`` as a drop-in module whose training step follows a rematerialization plan.
 
     Parameters
@@ -65,10 +67,15 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
         The loss the plan is made for (its backward shapes the plan, its targets do not matter):
         a :class:`~remat_core.frontends.losses.LossSetup`, ``loss(output) -> scalar``, or None (a
         scalar output is the loss, otherwise the sum of every output element).
-    via : {"sac", "compile"}
-        How the plan is installed: selective activation checkpointing (eager), or ``torch.compile``
+    via : {"sac", "compile", "offload"}
+        How the plan is installed: selective activation checkpointing (eager), ``torch.compile``
         with the plan as Inductor's partitioner's knapsack (compiled on the first training forward;
-        on a CPU it needs a C++ compiler).
+        on a CPU it needs a C++ compiler), or SAC with the plan's offloads as saved-tensor hooks
+        (:mod:`remat_core.run.offload_hooks`; a copy stream on CUDA, nothing moves on a CPU).
+    bandwidth : str or Link, optional
+        The transfer lane to the host an offloading solver (``pofo``, ``auto``) plans copies over:
+        a :class:`~remat_core.schedule.Link`, a preset (``"pcie4"``) or a rate (``"12GB/s"``, read with
+        the tracer's FLOP costs at 14 TFLOP/s). ``via="offload"`` needs it.
 
     Returns
     -------
@@ -101,6 +108,10 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
                              f"{via!r}")
     if via == "compile":
         check_compiler()
+    link = parse_link(bandwidth) if isinstance(bandwidth, str) else bandwidth
+    if via == "offload" and link is None:
+        raise ExecutionError("via='offload' installs a plan's offloads: give bandwidth= (a preset such as 'pcie4', a "
+                             "rate such as '12GB/s', or a Link) so that the solver plans copies")
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     tags = _OutputTags(loss)
     graph = trace_training_graph(module, inputs, LossSetup(tags.name, tags, tags.targets),
@@ -109,7 +120,7 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
     if via == "sac":  # the plan SAC can keep: what its regions really hold fits the budget
         schedule, promised = sac_aware_schedule(graph, asked, lambda b: solve(graph, b, solver), _returns(graph))
     else:
-        schedule = solve(graph, asked, solver)
+        schedule = solve(graph, asked, solver, link=link)
         promised = schedule.stats["peak"]
     return RematerializedModule(module, graph, schedule, tags, via, promised)
 
@@ -140,7 +151,7 @@ class RematerializedModule(nn.Module):
     program : ForwardProgram
         The forward ops and their checkpoint regions.
     via : str
-        ``sac`` or ``compile``.
+        ``sac``, ``compile`` or ``offload``.
     """
 
     def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags", via: str,
@@ -160,6 +171,7 @@ class RematerializedModule(nn.Module):
         self._spec, self._constants = tags.spec, tags.constants
         self._decisions = plan_decisions(graph, schedule.ops)
         self.program: ForwardProgram = forward_program(self._decisions, returns)
+        self._offloaded = offloaded_values(self._decisions, binding, self.program.nodes)
         self._placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self._traced_training = module.training
         self._shapes = [(tuple(t.shape), t.dtype, t.device) for t in self._joint.inputs[:self._joint.num_model_inputs]]
@@ -173,7 +185,15 @@ class RematerializedModule(nn.Module):
                         inputs=(*inputs, *self._joint.inputs[self._joint.num_model_inputs:]))
         values = dict(zip(self._placeholders, real_placeholder_values(joint, "run the rematerialized module",
                                                                       "pass real tensors")))
-        returned = run_forward(self.program, values) if self.via == "sac" else self._run_compiled(values)
+        if self.via == "compile":
+            returned = self._run_compiled(values)
+        elif self.via == "offload":
+            device = next((v.device for v in values.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
+            hooks = OffloadHooks(self._offloaded, device)
+            with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
+                returned = run_forward(self.program, values, on_value=hooks.produced)
+        else:
+            returned = run_forward(self.program, values)
         write_buffer_updates(self.module, self._buffer_updates, returned)
         leaves = iter(returned[name] for name in self._outputs)
         return pytree.tree_unflatten([next(leaves) if c is _TENSOR else c for c in self._constants], self._spec)

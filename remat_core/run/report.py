@@ -22,7 +22,7 @@ class Uncontrolled:
         return {"tensor": self.tensor, "bytes": self.bytes, "reason": self.reason}
 
 
-VIAS = ("plan", "sac", "compile")
+VIAS = ("plan", "sac", "compile", "offload")
 """The ways a plan runs in PyTorch (``execute --via``)."""
 
 PEAK_TOLERANCE = 0.10

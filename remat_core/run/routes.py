@@ -6,7 +6,10 @@
   activation checkpointing (:mod:`remat_core.run.forward`); its simulated peak is the one of what
   SAC really does with the plan (:mod:`remat_core.run.sac_route`: regions recompute in one run);
 - ``compile``: that forward through ``torch.compile``, the plan answering Inductor's partitioner
-  (:mod:`remat_core.run.compiled`).
+  (:mod:`remat_core.run.compiled`);
+- ``offload``: the ``sac`` forward with the plan's offloads installed as ``saved_tensors_hooks``
+  (:mod:`remat_core.run.offload_hooks`): the tensors it offloads go to the host when saved and come
+  back, prefetched on a side stream, before the backward reads them (on a CPU nothing moves).
 
 The eager step is the real model's own step, as a training loop runs it (``out = model(x)``, the loss,
 ``loss.backward()``): its peak is the reference every simulated peak is held to. Every route's
@@ -26,12 +29,14 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 
 from ..frontends import real_placeholder_values
-from ..graph import ComputeGraph
+from ..graph import ComputeGraph, node_label
 from ..schedule import Schedule, simulate
+from ..schedule.links import schedule_link
 from .decisions import PlanDecisions, plan_decisions
 from .executor import ExecutionError, execute, is_executable
 from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
 from .measure import MeasuredStep, measure_step
+from .offload_hooks import OffloadHooks, offloaded_values
 from .sac_route import sac_route_ops, step_returns
 from .report import PEAK_TOLERANCE, VIAS, StepReport, Uncontrolled
 from .tensor_check import GRADIENT_TOLERANCE
@@ -47,7 +52,7 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
         A traced graph (op or module level) with its model (:func:`~remat_core.run.executor.is_executable`).
     schedule : Schedule
         A valid schedule of ``graph``.
-    via : {"plan", "sac", "compile"}
+    via : {"plan", "sac", "compile", "offload"}
     seed : int
         Seed of the random ops' streams.
     tolerance : float
@@ -73,7 +78,8 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
         from .compiled import check_compiler
 
         check_compiler()  # before anything is measured
-    simulated = schedule.simulation if schedule.simulation is not None else simulate(graph, schedule)
+    link = schedule_link(schedule)
+    simulated = schedule.simulation if schedule.simulation is not None else simulate(graph, schedule, link=link)
     decisions = plan_decisions(graph, schedule.ops)
     step = _TracedStep(decisions, seed)
     weights = tuple(p._version for p in step.model.parameters())  # an optimizer step changes them in place
@@ -96,6 +102,18 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
         held = replays[0]
         details = {"held_peak": held.peak - graph.pinned_bytes,
                    "memory_matches_simulator": held.memory == held.simulated_memory}
+    elif via == "offload":
+        runs: list[OffloadHooks] = []
+        measured = measure_step(step.runner(plan=True, offloads=runs), step.model, step.device, timing_runs)
+        hooks = runs[-1]
+        uncontrolled = step.program.uncontrolled + tuple(
+            Uncontrolled(node_label(decisions.graph, node), decisions.graph.node(node).mem,
+                         _why_not_offloaded(step.program, [n for n, (owner, _) in step.offloaded.items()
+                                                           if owner == node]))
+            for node in hooks.missed())
+        timing = simulated.timing
+        details = {**hooks.summary(), "simulated_host_peak": timing.host_peak if timing else 0,
+                   "simulated_makespan": simulated.makespan, "plan_offloaded_nodes": len(decisions.offloaded)}
     elif via == "sac":
         measured = measure_step(step.runner(plan=True), step.model, step.device, timing_runs)
         uncontrolled = step.program.uncontrolled
@@ -143,23 +161,43 @@ class _TracedStep:
                            torch.device("cpu"))
         self.has_random_ops = any(torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
                                   for n in self.program.nodes)
+        self.offloaded = offloaded_values(decisions, binding, self.program.nodes)
 
     def eager(self) -> None:
         """The real model's step (its outputs and loss held through the backward, as a training loop holds them)."""
         self.joint.eager_step()
 
-    def runner(self, plan: bool) -> Callable[[], None]:
+    def runner(self, plan: bool, offloads: list[OffloadHooks] | None = None) -> Callable[[], None]:
+        """One step; with ``offloads``, the plan's offloads installed as saved-tensor hooks (each run's appended)."""
         def run() -> None:
-            with _forked_rng(self.device):
-                returned = run_forward(self.program, self.values, seed=self.seed, plan=plan)
-            self.finish(returned)
+            hooks = None
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(_forked_rng(self.device))
+                if offloads is not None:
+                    hooks = OffloadHooks(self.offloaded, self.device)
+                    offloads.append(hooks)
+                    stack.enter_context(torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack))
+                returned = run_forward(self.program, self.values, seed=self.seed, plan=plan,
+                                       on_value=hooks.produced if hooks is not None else None)
+            self.finish(returned, hooks)
         return run
 
-    def finish(self, returned: Mapping[str, Any]) -> None:
+    def finish(self, returned: Mapping[str, Any], hooks: OffloadHooks | None = None) -> None:
         """Write the buffer updates back (as eager BatchNorm does in place), then run the backward; the outputs
         and the loss stay held until it ends, as the caller of a training step holds them."""
         write_buffer_updates(self.model, self.buffer_updates, returned)
+        if hooks is not None:
+            hooks.start_backward()
         returned[self.loss].backward()
+
+
+def _why_not_offloaded(program: ForwardProgram, names: list[str]) -> str:
+    """Why the hooks never saw a value the plan offloads (FX ``names``: it and its views) saved for the backward."""
+    positions = [k for k, node in enumerate(program.nodes) if node.name in names]
+    if any(region.checkpointed and region.start <= p < region.end for region in program.regions for p in positions):
+        return ("made inside a checkpoint region that recomputes: SAC keeps what the region saves in its own cache, "
+                "beyond saved-tensor hooks, so it stays on the device")
+    return "no op saves it for the backward (only views of it, or nothing): there was nothing to offload"
 
 
 def _compiled(step: _TracedStep, timing_runs: int) -> tuple[MeasuredStep, Any]:
@@ -195,14 +233,18 @@ def _max_difference(result: Mapping[str, torch.Tensor], reference: Mapping[str, 
 def _notes(via: str, measured: MeasuredStep, simulated_peak: int, step: _TracedStep, decisions: PlanDecisions,
            comparable: bool) -> tuple[str, ...]:
     notes = []
-    if via in ("plan", "sac") and simulated_peak > 0:
+    if via in ("plan", "sac", "offload") and simulated_peak > 0:
         gap = measured.peak / simulated_peak - 1
         if abs(gap) > PEAK_TOLERANCE:
             why = {"plan": "the replay holds exactly the simulated tensors and each op's measured kernel memory, "
                            "so the difference is a kernel that allocated otherwise than when it was measured",
                    "sac": "the simulated peak is of what SAC does with the plan (its regions recompute in one run), "
                           "so the difference is autograd's own bookkeeping or a kernel that allocated otherwise "
-                          "than when it was measured"}[via]
+                          "than when it was measured",
+                   "offload": "on a CPU the offloaded tensors never leave (the host is the device), so the measured "
+                              "peak holds them; on CUDA, autograd's own bookkeeping, a kernel that allocated "
+                              "otherwise than when it was measured, or a prefetch issued earlier than planned"
+                   }[via]
             notes.append(f"measured peak {measured.peak:,} B is {gap:+.0%} from the simulated {simulated_peak:,} B: "
                          f"{why}")
     if via == "compile" and measured.peak > simulated_peak:

@@ -13,9 +13,9 @@ Imports :mod:`remat_core.graph` and :mod:`remat_core.errors`.
 from .allocator import (AllocatorConfig, AllocatorReplay, AllocatorSettingError, OutOfMemory, memory_viz_snapshot,
                         replay, snapshot_pickle)
 from .io import load_schedule, save_schedule
-from .ops import needed_topological_order, ops_from_computes
+from .ops import needed_topological_order, ops_from_computes, useful_computations
 from .postpass import PassReason, evict_to_budget_indexed, tighten_indexed
-from .schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, Op, Reason, Schedule, reason
+from .schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, TRANSFERS, Op, Reason, Schedule, reason
 from .simulator import (Link, SimulationResult, Timing, checkpoint_all_cost, checkpoint_all_ops, checkpoint_all_peak,
     measure_indexed, memory_lower_bound, schedule_stats, simulate)
 from .timeline import describe_op, memory_by_kind, occurrences, ordinal, simulation_of
@@ -25,4 +25,4 @@ __all__ = ["AllocatorConfig", "AllocatorReplay", "AllocatorSettingError", "check
            "memory_by_kind", "memory_lower_bound", "memory_viz_snapshot", "needed_topological_order", "occurrences", "OFFLOAD",
            "Op", "OutOfMemory", "ops_from_computes", "ordinal", "PassReason", "PREFETCH", "Reason", "reason", "replay",
            "save_schedule", "Schedule", "snapshot_pickle", "schedule_stats", "simulate", "simulation_of", "SimulationResult",
-           "tighten_indexed", "Timing"]
+           "tighten_indexed", "Timing", "TRANSFERS", "useful_computations"]

@@ -17,9 +17,11 @@ Presets (bytes per second each way, to the host / to the device; sources in ``do
 
 from __future__ import annotations
 
+import math
 import re
 
 from ..graph.budget import parse_budget
+from .schedule import Schedule
 from .simulator import Link
 
 LINK_PRESETS: dict[str, tuple[float, float]] = {
@@ -69,6 +71,15 @@ def parse_link(bandwidth: str, latency: float = 0.0, full_duplex: bool = True,
         raise ValueError(_expected(text, "not one or two values"))
     rates = [_rate(part, text, compute_rate) for part in parts]
     return Link(rates[0], rates[-1], latency, full_duplex)
+
+
+def schedule_link(schedule: Schedule) -> Link | None:
+    """The link a schedule with transfers was solved for (``solver_info["link"]``), or, without one recorded, copies
+    that take no time (the order of its ops still checked); None for a schedule without transfers."""
+    if not schedule.has_transfers:
+        return None
+    recorded = schedule.solver_info.get("link")
+    return Link.from_description(recorded) if isinstance(recorded, dict) else Link(math.inf, math.inf)
 
 
 def _rate(part: str, whole: str, compute_rate: float) -> float:

@@ -85,7 +85,7 @@ def ops_from_computes(graph: ComputeGraph, computes: Sequence[int], reasons: Seq
     """
     placed: dict[int, list[tuple[Op, Reason | None]]] = {}
     if drop_unread:
-        keep = _useful_computations(graph, computes)
+        keep = useful_computations(graph, computes)
         if before:
             kept_at = list(itertools.accumulate(keep, initial=0))  # kept computations before each position
             for position in sorted(before):
@@ -162,7 +162,7 @@ def _instance_readers(graph: ComputeGraph, computes: Sequence[int]
     return first, last, again
 
 
-def _useful_computations(graph: ComputeGraph, computes: Sequence[int]) -> list[bool]:
+def useful_computations(graph: ComputeGraph, computes: Sequence[int]) -> list[bool]:
     """Which computations to keep: those a kept computation reads, and the first computation of each output."""
     pinned, preds = graph.pinned, graph.pred_idx
     current: dict[int, int] = {}

@@ -17,13 +17,15 @@ after its last reader, and :func:`measure_plan` simulates the result.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
 from ...errors import InfeasibleBudget
 from ...graph import ComputeGraph, node_labels
 from ...schedule import (FREE, OFFLOAD, PREFETCH, Link, Op, Reason, Schedule, checkpoint_all_peak, ops_from_computes,
-                         reason, simulate)
+                         reason, simulate, useful_computations)
 from ..registry import Option
 from .chain import SEGMENTATIONS, Chain
 
@@ -84,6 +86,20 @@ def offloaded_input(chain: Chain, step: Tape | Split) -> frozenset[int]:
     return frozenset(v for v in before if chain.read_later(v, step.s + 1)) - chain.boundaries[step.s]
 
 
+@dataclass
+class _Move:
+    """A Tape's or Split's offload of its kept input: where its ops go in the computations (positions)."""
+
+    step: Tape | Split
+    moved: frozenset[int]
+    what: str
+    start: int
+    free: int = -1
+    back: int = 0
+    prefetch: int = -1
+    prefetch_order: int = -1  # when the prefetch's position was reached: prefetches at one position go in this order
+
+
 def plan_computes(chain: Chain, plan: Plan, solver: str, transfers: Transfers | None = None
                   ) -> tuple[list[int], list[Reason]]:
     """The computations of a plan, in order, each with a reason naming its link, segment and checkpoint.
@@ -93,48 +109,35 @@ def plan_computes(chain: Chain, plan: Plan, solver: str, transfers: Transfers | 
     offloads its kept input (:func:`offloaded_input`) adds to ``transfers``: ``offload`` before its
     first computation (unless a host copy was made earlier), ``free`` after its own link(s), and
     ``prefetch`` before the backward group run just before its own (EARLY) or before its own (LATE);
-    rules ``<solver>-offload``, ``<solver>-free``, ``<solver>-prefetch``.
+    rules ``<solver>-offload``, ``<solver>-free``, ``<solver>-prefetch``. A value the rest of its own
+    plan does not read again (off chains, a link may not need all of its input) is not moved.
     """
     computes: list[int] = []
     reasons: list[Reason] = []
     seen: set[int] = set()
-    on_host: set[int] = set()
-    prefetch_before_group: dict[int, list[tuple[Op, Reason]]] = {}
+    moves: list[_Move] = []
+    reached = itertools.count()
+    prefetch_before_group: dict[int, list[_Move]] = {}
     graph = chain.graph
     labels = node_labels(graph)
     names = [labels[i] for i in graph.ids]
 
-    def transfer(action: str, nodes: Iterable[int], text: Callable[[str], str],
-                 **fields) -> list[tuple[Op, Reason]]:
-        return [((action, graph.ids[v]), reason(text(names[v]), rule=f"{solver}-{action}", **fields))
-                for v in sorted(nodes)]
-
-    def place(moves: list[tuple[Op, Reason]]) -> None:
+    def send_out(step: Tape | Split, what: str) -> _Move | None:
+        if step.offload == KEEP or not offloaded_input(chain, step):
+            return None
         if transfers is None:
             raise ValueError("this plan offloads: pass a transfers mapping to plan_computes")
-        transfers.setdefault(len(computes), []).extend(moves)
+        moves.append(_Move(step, offloaded_input(chain, step), what, len(computes)))
+        return moves[-1]
 
-    def send_out(step: Tape | Split, what: str, group: int) -> frozenset[int]:
-        moved = offloaded_input(chain, step) if step.offload != KEEP else frozenset()
-        fresh = moved - on_host
-        on_host.update(fresh)
-        if fresh:
-            place(transfer(OFFLOAD, fresh, lambda v: f"{v} offloaded to the host while {what} runs, for backward "
-                                                      f"group {group}", link=step.s))
-        return moved
-
-    def free_and_return(step: Tape | Split, moved: frozenset[int], what: str, back: int, stack: list) -> None:
-        if not moved:
+    def free_and_return(move: _Move | None, back: int, stack: list) -> None:
+        if move is None:
             return
-        place(transfer(FREE, moved, lambda v: f"{v} dropped from the device after {what}: its host copy waits for "
-                                              f"backward group {step.s}", link=step.s))
-        when = "during backward group" if step.offload == EARLY else "after backward group"
-        back_in = transfer(PREFETCH, moved, lambda v: f"{v} prefetched {when} {back} for backward group {step.s}",
-                           link=step.s)
-        if step.offload == EARLY:
-            prefetch_before_group.setdefault(back, []).extend(back_in)
+        move.free, move.back = len(computes), back
+        if move.step.offload == EARLY:
+            prefetch_before_group.setdefault(back, []).append(move)
         else:
-            stack.append(("prefetch", back_in))
+            stack.append(("prefetch", move))
 
     def emit(nodes: Iterable[int], text: Callable[[str, str], str], **fields) -> None:
         for v in nodes:
@@ -144,8 +147,8 @@ def plan_computes(chain: Chain, plan: Plan, solver: str, transfers: Transfers | 
             reasons.append(reason(text(verb, names[v]), **fields))
 
     def backward(k: int) -> None:
-        if k in prefetch_before_group:
-            place(prefetch_before_group.pop(k))
+        for move in prefetch_before_group.pop(k, ()):
+            move.prefetch, move.prefetch_order = len(computes), next(reached)
         emit(chain.link(k).backward, lambda verb, v: f"backward group {k}: {v} {verb}",
              rule=f"{solver}-backward", link=k)
 
@@ -157,7 +160,7 @@ def plan_computes(chain: Chain, plan: Plan, solver: str, transfers: Transfers | 
             backward(item)
             continue
         if what == "prefetch":
-            place(item)
+            item.prefetch, item.prefetch_order = len(computes), next(reached)
             continue
         if isinstance(item, Leaf):
             k = item.t
@@ -168,27 +171,73 @@ def plan_computes(chain: Chain, plan: Plan, solver: str, transfers: Transfers | 
             backward(k)
         elif isinstance(item, Tape):
             k = item.s
-            what = f"link {k} is taped"
-            moved = send_out(item, what, k)
+            move = send_out(item, f"link {k} is taped")
             emit(chain.link(k).taped, lambda verb, v: f"{v} {verb} in link {k}, kept for backward group {k}",
                  rule=f"{solver}-tape", link=k, checkpoint=chain.boundary_label(k - 1))
             stack.append(("backward", k))
-            free_and_return(item, moved, what, k + 1, stack)
+            free_and_return(move, k + 1, stack)
             stack.append(("plan", item.rest))
         else:
             target = chain.boundary_label(item.j)
             start = chain.boundary_label(item.s - 1)
-            what = f"links {item.s}..{item.j} advance"
-            moved = send_out(item, what, item.s)
+            move = send_out(item, f"links {item.s}..{item.j} advance")
             for k in range(item.s, item.j + 1):
                 emit(chain.link(k).advance,
                      lambda verb, v, k=k: f"{v} {verb} advancing link {k} from checkpoint {start} to checkpoint "
                                           f"{target} (segment {item.s}..{item.j})",
                      rule=f"{solver}-advance", link=k, segment=[item.s, item.j], checkpoint=target)
             stack.append(("plan", item.left))
-            free_and_return(item, moved, what, item.j + 1, stack)
+            free_and_return(move, item.j + 1, stack)
             stack.append(("plan", item.right))
+    if moves:
+        _place_moves(graph, computes, moves, names, solver, transfers)
     return computes, reasons
+
+
+def _place_moves(graph: ComputeGraph, computes: list[int], moves: list[_Move], names: list[str], solver: str,
+                 transfers: Transfers) -> None:
+    """Each move's offload, free and prefetch ops at its positions, for the values its plan reads again (a value
+    copied once keeps its host copy: it is not offloaded twice)."""
+    kept = useful_computations(graph, computes)
+    computed_at: dict[int, list[int]] = {}
+    read_at: dict[int, list[int]] = {}
+    for position, v in enumerate(computes):
+        if kept[position]:
+            computed_at.setdefault(v, []).append(position)
+            for u in graph.pred_idx[v]:
+                read_at.setdefault(u, []).append(position)
+
+    def first(positions: list[int], at: int) -> int:
+        k = bisect.bisect_left(positions, at)
+        return positions[k] if k < len(positions) else len(computes)
+
+    on_host: set[int] = set()
+    placed: list[tuple[int, int, list[tuple[Op, Reason]]]] = []  # (position, order, ops)
+    for move in moves:
+        step = move.step
+        back_in = [v for v in sorted(move.moved)
+                   if first(read_at.get(v, []), move.prefetch) < first(computed_at.get(v, []), move.start)]
+        if not back_in:
+            continue
+
+        def ops(action: str, nodes: Iterable[int], text: Callable[[str], str]) -> list[tuple[Op, Reason]]:
+            return [((action, graph.ids[v]), reason(text(names[v]), rule=f"{solver}-{action}", link=step.s))
+                    for v in nodes]
+
+        fresh = [v for v in back_in if v not in on_host]
+        on_host.update(fresh)
+        when = "during" if step.offload == EARLY else "after"
+        placed += [
+            (move.start, -1, ops(OFFLOAD, fresh, lambda v: f"{v} offloaded to the host while {move.what} runs, for "
+                                                           f"backward group {step.s}")),
+            (move.free, -1, ops(FREE, back_in, lambda v: f"{v} dropped from the device after {move.what}: its host "
+                                                         f"copy waits for backward group {step.s}")),
+            (move.prefetch, move.prefetch_order, ops(PREFETCH, back_in, lambda v: f"{v} prefetched {when} backward "
+                                                                                  f"group {move.back} for backward "
+                                                                                  f"group {step.s}"))]
+    for position, _, moved in sorted(placed, key=lambda entry: entry[:2]):  # stable: moves in execution order
+        if moved:
+            transfers.setdefault(position, []).extend(moved)
 
 
 def tape_chain(s: int, t: int) -> Plan:
