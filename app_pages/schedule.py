@@ -9,6 +9,8 @@ once, and nothing polls.
 """
 
 
+from dataclasses import replace
+
 import streamlit as st
 
 from explorer import safety, state
@@ -19,8 +21,9 @@ from explorer.jobs.results import (SweepStatus, best_possible, lp_bounds_job, op
 from explorer.widgets.budget import budget_scale, budget_slider, typed_budget
 from explorer.widgets.exports import comparison_records, csv_download, schedule_download
 from explorer.widgets.jobs import job_panel
+from explorer.widgets.link import link_picker
 from explorer.widgets.metrics import (comparison_table, estimate_metrics, log_scale_toggle, lp_bound_toggle,
-                                      lp_bound_wanted, outcome_message, schedule_metrics)
+                                      lp_bound_wanted, outcome_message, schedule_metrics, time_overhead)
 from explorer.widgets.sidebar import sidebar_schedule
 from explorer.widgets.solvers import compare_picker, option_widgets, solver_picker, time_limit_input
 from explorer.widgets.text import plain
@@ -58,7 +61,21 @@ SOLVE_PANEL_SECONDS = 1.0  # a solve queued or running longer than this shows it
 
 
 def settings(name: str) -> tuple[tuple, float | None]:
-    return options_key(state.options_of(name)), state.time_limit()
+    return options_key(state.solve_options(name)), state.time_limit()
+
+
+RECOMPUTE_ONLY = " · recompute only"
+
+
+def swept(solvers: list[str]) -> dict[str, tuple[str, tuple, float | None]]:
+    """The Pareto chart's curves: each solver's sweep, and with a host link, beside each solver that offloads, its
+    sweep without the link (recompute only): label -> (solver, options, time limit)."""
+    curves = {name: (name, *settings(name)) for name in solvers}
+    if state.link() is not None:
+        for name in solvers:
+            if get_solver(name).tags.offloads:
+                curves[name + RECOMPUTE_ONLY] = (name, options_key(state.options_of(name)), state.time_limit())
+    return curves
 
 
 def solves_at(budget: int, solvers: list[str]) -> dict[str, Job]:
@@ -72,11 +89,13 @@ PANEL = "schedule_budget"  # the budget fragment's key: Cancel, Retry and the LP
 @safety.fragment(key=PANEL)
 def budget_panel() -> None:
     """The slider and everything that depends on the budget: reruns alone when the slider moves."""
-    slider_column, typed_column = st.columns([4, 1])
+    slider_column, typed_column, link_column = st.columns([3.2, 1, 1.4])
     with slider_column:
         budget = budget_slider(scale)
     with typed_column:
         typed_budget(scale)
+    with link_column:
+        link_picker()
     sidebar_schedule()
     solvers = [state.solver(), *state.compared()]
     solves = solves_at(budget, solvers)
@@ -101,7 +120,7 @@ def solves_running(budget: int, solvers: list[str]) -> bool:
 
 def work_running(budget: int, solvers: list[str]) -> bool:
     """Whether the chart's work runs: a solve at the budget (its star), a sweep or the LP bounds."""
-    background = [*(sweep_job(graph, n, *settings(n)) for n in solvers),
+    background = [*(sweep_job(graph, *setting) for setting in swept(solvers).values()),
                   *([lp_bounds_job(graph, state.time_limit())] if lp_bound_wanted() else [])]
     return solves_running(budget, solvers) or not all(job.final for job in background)
 
@@ -169,15 +188,15 @@ def metrics_part(budget: int, solvers: list[str]) -> None:
 
 def chart_part(budget: int, solvers: list[str]) -> None:
     """The sweeps' progress, the Pareto chart (with each solver's result at the budget) and its download."""
-    sweeps = {name: sweep_status(graph, name, *settings(name), wait=0) for name in solvers}
-    for name, status in sweeps.items():
-        job_panel(status.job, key=f"schedule_sweep_{name}", rerun=PANEL)
-    curves = [s.partial for s in sweeps.values() if s.partial is not None]
+    sweeps = {label: sweep_status(graph, *setting, wait=0) for label, setting in swept(solvers).items()}
+    for label, status in sweeps.items():
+        job_panel(status.job, key=f"schedule_sweep_{label}", rerun=PANEL)
+    curves = [replace(s.partial, solver=label) for label, s in sweeps.items() if s.partial is not None]
     if not curves:
         return
     current = {}
     for name, job in solves_at(budget, solvers).items():
-        current[name] = job.result.stats["overhead"] if job.done and job.result.feasible else None
+        current[name] = time_overhead(job.result.stats) if job.done and job.result.feasible else None
     log_column, bound_column = st.columns([1, 3])
     with log_column:
         log_y = log_scale_toggle()
@@ -191,7 +210,10 @@ def chart_part(budget: int, solvers: list[str]) -> None:
                     key="schedule_pareto")
     st.caption("Each line is the best overhead a solver reached at or below each budget (a schedule that fits a "
                "budget fits every larger one); markers are its solves, measured by the simulator; stars are the "
-               "exact results at the current budget. Below the lower bound (shaded) no schedule fits.")
+               "exact results at the current budget. Below the lower bound (shaded) no schedule fits."
+               + (" Over the host link the overhead is the step's time over the compute time (copies that do not "
+                  "hide behind compute count); a line marked \"recompute only\" is the same solver without the "
+                  "link." if state.link() is not None else ""))
     csv_download("Pareto sweep CSV", curve_table(curves), f"{graph.name}-pareto-sweep.csv", "schedule_csv",
                  "Every budget each solver's sweep solved: the points of the Pareto chart.")
 

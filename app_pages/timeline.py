@@ -5,13 +5,13 @@ caching-allocator model, and the lifetime chart."""
 import streamlit as st
 
 from explorer import state
-from explorer.figures.schedule import lifetime_figure, memory_figure, memory_map
+from explorer.figures.schedule import lifetime_figure, memory_figure, memory_map, transfer_figure
 from explorer.jobs.results import options_key, solve_key
 from explorer.jobs.waiting import awaited_outcome
 from explorer.pages import page_path
 from explorer.widgets.exports import schedule_download, snapshot_download
 from explorer.widgets.lifetime import lifetime_controls
-from explorer.widgets.metrics import outcome_message
+from explorer.widgets.metrics import outcome_message, time_overhead
 from explorer.widgets.tensor_run import tensor_run_panel
 from explorer.widgets.text import percent, plain, tensor_name
 from remat_core.analysis import describe_reason, module_groups
@@ -27,7 +27,7 @@ CHART_GENERATION = "timeline_chart_generation"
 st.title("Timeline")
 graph = state.graph()
 solver, budget = state.solver(), state.budget()
-options = options_key(state.options_of(solver))
+options = options_key(state.solve_options(solver))
 outcome = awaited_outcome(graph, solver, budget, options, state.time_limit())
 if outcome is None:
     st.stop()
@@ -39,8 +39,10 @@ if outcome.schedule is None:
 schedule = outcome.schedule
 result = schedule.simulation
 stats = schedule.stats
+lane = (f", step time overhead {percent(time_overhead(stats))} over the host link "
+        f"({format_bytes(stats['bytes_to_host'])} offloaded)" if "makespan" in stats else "")
 st.caption(f"**{plain(solver)}** at a budget of **{format_bytes(budget)}**: peak {format_bytes(stats['peak'])}, "
-           f"cost overhead {percent(stats['overhead'])}, {stats['recomputed_nodes']} tensors recomputed, "
+           f"cost overhead {percent(stats['overhead'])}{lane}, {stats['recomputed_nodes']} tensors recomputed, "
            f"{len(schedule):,} ops. Press Play to walk through it; drag across the chart to pick a step and see "
            f"what is resident then.")
 
@@ -50,6 +52,13 @@ event = st.plotly_chart(memory_figure(graph.content_hash, graph, solver, budget,
                                       check.measured_memory if check else None),
                         key=f"timeline_memory_{generation}", on_select="rerun",
                         selection_mode=("points", "box"))
+if schedule.has_transfers:
+    st.plotly_chart(transfer_figure(graph.content_hash, graph, solver, budget, options, state.time_limit()),
+                    key="timeline_transfers")
+    st.caption("The transfer lane, step by step under the memory above: each copy is a bar from the step it starts "
+               "at to the step the computation has reached when it ends (the computations it hides behind); a cross "
+               "marks a step that waited for a copy. The brown line is the host's bytes (dashed on the memory "
+               "chart): device memory is the stack.")
 picked = sorted({int(p["x"]) for p in event.selection.points if "x" in p}) if event and event.selection else []
 if picked:
     st.session_state[STEP_KEY] = picked[0]
@@ -67,11 +76,14 @@ with left:
                 f"Memory after it: **{format_bytes(result.memory[step])}**"
                 + (f" of {format_bytes(budget)}" if budget else ""))
     st.caption("Solver's reason: " + plain(describe_reason(schedule.reason_at(step), graph=graph)))
-    recomputed = sorted(n for n, c in result.compute_counts.items() if c > 1)
+    offloaded = {n for a, n in result.ops if a == "offload"}
+    recomputed = sorted(n for n, c in result.compute_counts.items() if c > 1 or n in offloaded)
     if recomputed:
         default = result.ops[step][1] if result.ops[step][1] in recomputed else recomputed[0]
-        chosen = st.selectbox("Why is this recomputed?", recomputed, index=recomputed.index(default),
-                              format_func=lambda n: f"{tensor_name(graph, n)} · computed {result.compute_counts[n]}×",
+        chosen = st.selectbox("Why is this recomputed?" if not offloaded else "Why is this recomputed or offloaded?",
+                              recomputed, index=recomputed.index(default),
+                              format_func=lambda n: f"{tensor_name(graph, n)} · computed {result.compute_counts[n]}×"
+                                                    + (" · offloaded" if n in offloaded else ""),
                               key="w_timeline_why")
         if st.button("Explain", icon=":material/help:", key="timeline_explain"):
             st.session_state[state.WHY_TENSOR] = chosen

@@ -20,7 +20,7 @@ from explorer.widgets.text import percent, plain
 from explorer.widgets.why_link import why_url
 from remat_core import get_solver
 from remat_core.analysis import (CHANGE_ORDER, OnceThreshold, describe_computation, explain_tensor, graph_summary,
-                                 recomputed_tensors, schedule_diff)
+                                 offload_story, recomputed_tensors, schedule_diff)
 from remat_core.analysis.explain import named_fields
 from remat_core.graph import format_bytes, node_by_label, node_labels
 from remat_core.schedule import ordinal
@@ -40,7 +40,7 @@ graph = state.graph()
 summary = graph_summary(graph)
 scale = scale_of(graph)  # the budget slider's: the threshold button and budget B take its steps
 solver, budget = state.solver(), state.budget()
-options = options_key(state.options_of(solver))
+options = options_key(state.solve_options(solver))
 limit = state.time_limit()
 outcome = awaited_outcome(graph, solver, budget, options, limit)
 if outcome is None:
@@ -55,7 +55,9 @@ st.caption(f"**{plain(solver)}** at **{format_bytes(budget)}** recomputes {len(r
            f"tensors. Pick one to see each of its computations and why.")
 
 labels = node_labels(graph)
-ranked = [n for n, _ in recomputed] + [n for n in graph.topological_order() if counts.get(n) == 1]
+offloaded = {n for a, n in schedule.ops if a == "offload"}
+ranked = [n for n, _ in recomputed] + [n for n in graph.topological_order() if counts.get(n) == 1 and n in offloaded] \
+    + [n for n in graph.topological_order() if counts.get(n) == 1 and n not in offloaded]
 asked = st.session_state.get(state.WHY_TENSOR)
 wanted = node_by_label(graph, str(asked)) if asked is not None else None  # a link may name it by label or id
 if asked is not None and wanted not in ranked:
@@ -65,8 +67,9 @@ if wanted in ranked:
     st.session_state[PICKER] = wanted  # named elsewhere: a link, the Timeline's Explain
 elif st.session_state.get(PICKER) not in ranked:
     st.session_state[PICKER] = ranked[0]
-tensor = st.selectbox("Tensor", ranked, key=PICKER, format_func=lambda n: f"{labels[n]} · computed {counts[n]}×",
-                      on_change=tensor_picked)
+tensor = st.selectbox("Tensor", ranked, key=PICKER, on_change=tensor_picked,
+                      format_func=lambda n: f"{labels[n]} · computed {counts[n]}×"
+                                            + (" · offloaded" if n in offloaded else ""))
 st.session_state[state.WHY_TENSOR] = tensor
 explanation = explain_tensor(graph, schedule, tensor)
 node = explanation.node
@@ -78,6 +81,10 @@ figure_metric(figures, "Computed", f"{explanation.times_computed}×")
 figure_metric(figures, "Size", format_bytes(node.mem))
 figure_metric(figures, "Kind", node.kind)
 figure_metric(figures, "Readers", len(explanation.readers))
+
+story = offload_story(graph, schedule, tensor) if tensor in offloaded else None
+if story is not None:
+    st.info(plain(story.sentence(graph)), icon=":material/swap_vert:")
 
 with st.expander("Around it: its producers, its readers and what is recomputed with it", expanded=True):
     html, drawn, left_out = neighbourhood_page(graph.content_hash, graph, solver, budget, options, limit, tensor)

@@ -144,3 +144,62 @@ def test_a_bandwidth_reads_as_bytes_per_cost_unit_a_rate_or_a_preset():
             parse_link(bad)
     with pytest.raises(ValueError, match="compute rate"):
         parse_link("pcie4", compute_rate=0)
+
+
+def offloading_chain_schedule():
+    from remat_core import solve
+    from remat_core.graph.generators import training_chain
+
+    graph = training_chain(8)
+    return graph, solve(graph, 4, "pofo", link=Link(1.0, 0.5))
+
+
+def test_the_timeline_counts_device_bytes_and_draws_the_host_and_the_lane():
+    from remat_core.schedule import describe_op, memory_by_kind, occurrences
+    from remat_core.viz import memory_timeline_figure, transfer_lane_figure
+
+    graph, schedule = offloading_chain_schedule()
+    result = schedule.simulation
+    assert list(memory_by_kind(graph, result).total) == list(result.memory)  # offloads hold, prefetches add
+    steps = {action: step for step, (action, _) in enumerate(result.ops)}
+    occurrence = occurrences(result)
+    assert describe_op(graph, result, steps["offload"], occurrence[steps["offload"]]).endswith("to the host")
+    assert describe_op(graph, result, steps["prefetch"], occurrence[steps["prefetch"]]).endswith("from the host")
+    memory = memory_timeline_figure(graph, schedule)
+    host = next(t for t in memory.data if t.name == "host memory")
+    assert host.y[-1] == result.timing.host_peak  # bytes, the unit of a graph this small
+    lane = transfer_lane_figure(graph, schedule)
+    names = [t.name for t in lane.data]
+    assert names[:2] == ["to the host", "to the device"] and "compute waits" in names
+    bars = next(t for t in lane.data if t.name == "to the host")
+    assert len(bars.x) == sum(1 for a, _ in result.ops if a == "offload") and all(w > 0 for w in bars.x)
+    waits = next(t for t in lane.data if t.name == "compute waits")
+    assert len(waits.x) > 0 and "makespan" in lane.layout.title.text
+
+
+def test_a_lane_needs_a_timed_schedule():
+    from remat_core import solve
+    from remat_core.viz import transfer_lane_figure
+
+    graph = three_ops()
+    with pytest.raises(ValueError, match="host link"):
+        transfer_lane_figure(graph, solve(graph, 10**6, "rotor"))
+
+
+def test_the_story_of_an_offloaded_tensor_adds_up():
+    from remat_core.analysis import offload_story
+
+    graph, schedule = offloading_chain_schedule()
+    result = schedule.simulation
+    moved = [node for action, node in result.ops if action == "offload"]
+    stories = [offload_story(graph, schedule, node) for node in moved]
+    assert all(s is not None for s in stories)
+    for story in stories:
+        assert story.offloaded_at < story.dropped_at < story.back_at < story.read_at
+        assert story.copy_out == 1.0 and story.copy_back == 2.0  # a unit tensor at 1 out, 0.5 back
+        assert 0 <= story.waited_out <= story.copy_out and 0 <= story.waited_back <= story.copy_back
+        assert story.recompute_cost >= graph.node(story.tensor).cost and story.recompute_ops >= 1
+        assert "offloaded at step" in story.sentence(graph)
+    # every wait of the compute lane is some story's
+    assert sum(s.waited_out + s.waited_back for s in stories) == pytest.approx(result.timing.compute_stall)
+    assert offload_story(graph, schedule, "f8") is None

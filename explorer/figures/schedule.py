@@ -19,7 +19,7 @@ from remat_core import ComputeGraph, Schedule
 from remat_core.analysis import ParetoCurve, tensor_neighbourhood
 from remat_core.schedule import AllocatorConfig, AllocatorReplay, replay, simulation_of, snapshot_pickle
 from remat_core.viz import (lifetime_candidates, lifetime_chart, memory_map_figure, memory_timeline_figure,
-                            neighbourhood_html, pareto_figure)
+                            neighbourhood_html, pareto_figure, transfer_lane_figure)
 
 from ..jobs.results import awaited_solve, options_key
 
@@ -48,6 +48,13 @@ def memory_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int
     """The animated memory timeline of one solve (with the ``measured`` bytes after each op, when the
     schedule was run on real tensors)."""
     return memory_timeline_figure(_graph, _feasible(_graph, solver, budget, options, time_limit), measured=measured)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def transfer_figure(graph_key: str, _graph: ComputeGraph, solver: str, budget: int, options: tuple,
+                    time_limit: float | None) -> go.Figure:
+    """The transfer lane of one solve timed over a host link (its copies, waits and host bytes)."""
+    return transfer_lane_figure(_graph, _feasible(_graph, solver, budget, options, time_limit))
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

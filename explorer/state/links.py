@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 
 from remat_core import GraphError
 
-URL_PARAMS = ("model", "level", "solver", "budget", "tensor")
+URL_PARAMS = ("model", "level", "solver", "budget", "link", "tensor")
 """The query parameters the explorer reads, in the order links write them."""
 
 

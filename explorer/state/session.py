@@ -13,6 +13,8 @@ from typing import Any, Callable
 import streamlit as st
 
 from remat_core import ComputeGraph, checkpoint_all_peak, list_solvers, memory_lower_bound
+from remat_core.schedule import Link
+from remat_core.schedule.links import parse_link
 from remat_core.solvers import DEFAULT_SOLVER
 
 from .budgets import scale_of
@@ -26,6 +28,7 @@ TIME_LIMIT = "time_limit"
 WHY_TENSOR = "why_tensor"
 NOTICE = "notice"
 PARETO_LOG = "pareto_log_y"
+LINK = "link"
 
 PREFERRED_SOLVERS = ("auto", "dtr", "rotor", "chen-greedy", "checkmate-lp", "treewidth", "lru", DEFAULT_SOLVER)
 """The first of these that is registered is the solver a new session starts with."""
@@ -71,6 +74,7 @@ def ensure(default_model) -> None:
     state.setdefault(OPTIONS, {})
     state.setdefault(TIME_LIMIT, DEFAULT_TIME_LIMIT)
     state.setdefault(PARETO_LOG, False)
+    state.setdefault(LINK, "")
     registered = {s.name for s in list_solvers()}
     if state[SOLVER] not in registered:
         state[SOLVER] = default_solver()
@@ -139,6 +143,37 @@ def set_option(name: str, option: str, value: Any, default: Any) -> None:
     else:
         chosen[option] = value
     st.session_state[OPTIONS] = {**st.session_state[OPTIONS], name: chosen}
+
+
+def link_text() -> str:
+    """The transfer lane to the host as the user named it (a preset, a rate): "" when there is none."""
+    return st.session_state[LINK]
+
+
+def link() -> Link | None:
+    """The transfer lane solves plan copies over (None: recompute only)."""
+    return parse_link(st.session_state[LINK]) if st.session_state[LINK] else None
+
+
+def set_link(text: str) -> None:
+    """Make ``text`` (a preset, a rate such as ``12GB/s``, bytes per cost unit; "" for none) the transfer lane.
+
+    Raises
+    ------
+    ValueError
+        For text that names no link (the message says what does); the lane stays as it was.
+    """
+    text = text.strip()
+    if text:
+        parse_link(text)
+    st.session_state[LINK] = text
+
+
+def solve_options(name: str) -> dict[str, Any]:
+    """What a solve of ``name`` is given: its chosen options, and the transfer lane when there is one."""
+    chosen = options_of(name)
+    lane = link()
+    return {**chosen, "link": lane} if lane is not None else chosen
 
 
 def pareto_log() -> bool:

@@ -66,7 +66,7 @@ def state_params() -> dict[str, str]:
     model = session.model()
     graph = model.graph
     params = {"model": model.source, "level": model.level, "solver": session.solver(),
-              "budget": scale_of(graph).text(session.budget())}
+              "budget": scale_of(graph).text(session.budget()), "link": session.link_text() or None}
     tensor = st.session_state.get(session.WHY_TENSOR)
     if tensor is not None and tensor in graph:
         params["tensor"] = node_label(graph, tensor)
@@ -191,6 +191,11 @@ def _apply_settings(params: dict[str, str]) -> list[str]:
             session.set_budget(checked_budget(text, graph))
         except BudgetError as e:
             problems.append(f"budget={text!r}: {e}")
+    if (text := params.get("link")) is not None:
+        try:
+            session.set_link(text)
+        except ValueError as e:
+            problems.append(f"link={text!r}: {e}")
     if (text := params.get("tensor")) is not None:
         found = node_by_label(graph, text)
         if found is None:

@@ -186,7 +186,7 @@ def _schedule(graph: ComputeGraph) -> tuple[SimulationResult | None, str]:
     """The current schedule's simulation (None, said on the page, while it is solved or when there is none)
     and what it is: the solver and the budget."""
     solver, budget = state.solver(), state.budget()
-    options, limit = options_key(state.options_of(solver)), state.time_limit()
+    options, limit = options_key(state.solve_options(solver)), state.time_limit()
     outcome = awaited_solve(graph, budget, solver, options, limit, wait=SOLVE_WAIT_SECONDS)
     what = f"{solver} at {format_bytes(budget)}"
     if outcome is None:

@@ -9,6 +9,7 @@ from remat_core.graph import format_bytes
 
 from .. import state
 from ..state.budgets import scale_of
+from .link import link_label
 from .text import plain
 
 
@@ -42,4 +43,5 @@ def sidebar_schedule() -> None:
         st.markdown("#### Schedule")
         st.markdown(f"Budget **{scale_of(state.graph()).label(budget)}** ({budget / max(peak, 1):.0%} of peak)  \n"
                     f"Solver **{plain(state.solver())}**" +
+                    (f"  \nHost link **{plain(link_label(state.link_text()))}**" if state.link_text() else "") +
                     (f"  \nCompared with {', '.join(plain(c) for c in compare)}" if compare else ""))

@@ -50,7 +50,8 @@ class CurvePoint:
     peak : int or None
         Measured peak (None when infeasible).
     cost, overhead : float or None
-        Measured cost, and cost over checkpoint-all minus 1 (0.25 = 25 % more compute).
+        Measured cost, and cost over checkpoint-all minus 1 (0.25 = 25 % more compute); for a schedule
+        timed over a host link, the overhead is its makespan's (copies that do not hide count).
     recomputed : mapping of str to int
         Tensors computed more than once, and how many times.
     seconds : float
@@ -211,8 +212,11 @@ def feasible_point(schedule: Schedule, budget: int, seconds: float) -> CurvePoin
     counts = schedule.simulation.compute_counts if schedule.simulation is not None else {}
     bound = schedule.solver_info.get(LP_LOWER_BOUND)
     finite_bound = float(bound) if isinstance(bound, (int, float)) and math.isfinite(bound) else None
+    overhead = stats["overhead"]
+    if "makespan" in stats and stats.get("checkpoint_all_cost"):  # timed over a host link: the step's time
+        overhead = stats["makespan"] / stats["checkpoint_all_cost"] - 1
     return CurvePoint(budget=budget, feasible=True, peak=stats["peak"], cost=stats["cost"],
-                      overhead=stats["overhead"], recomputed={n: c for n, c in counts.items() if c > 1},
+                      overhead=overhead, recomputed={n: c for n, c in counts.items() if c > 1},
                       seconds=seconds, cost_lower_bound=finite_bound, gap=reported_gap(schedule.solver_info))
 
 

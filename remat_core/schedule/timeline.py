@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import ScheduleFormatError
 from ..graph import NODE_KINDS, ComputeGraph, node_label
-from .schedule import COMPUTE, Schedule
+from .schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, Schedule
 from .simulator import SimulationResult
 
 
@@ -70,8 +70,8 @@ def memory_by_kind(graph: ComputeGraph, result: SimulationResult) -> KindTimelin
 
     Notes
     -----
-    One pass over the ops: each compute adds ``mem`` to its kind's column and each free removes it,
-    then a cumulative sum gives the resident bytes per kind, O(ops x kinds).
+    One pass over the ops: each compute (and prefetch) adds ``mem`` to its kind's column and each free
+    removes it, then a cumulative sum gives the resident bytes per kind, O(ops x kinds).
     """
     present = {n.kind for n in graph.nodes}
     kinds = tuple(k for k in NODE_KINDS if k in present)
@@ -84,7 +84,8 @@ def memory_by_kind(graph: ComputeGraph, result: SimulationResult) -> KindTimelin
     if result.ops:
         index = graph.index
         nodes = np.fromiter((index[n] for _, n in result.ops), dtype=np.int64, count=len(result.ops))
-        signs = np.fromiter((1 if a == COMPUTE else -1 for a, _ in result.ops), dtype=np.int64, count=len(result.ops))
+        sign = {COMPUTE: 1, PREFETCH: 1, FREE: -1, OFFLOAD: 0}  # an offload's device copy stays until its free
+        signs = np.fromiter((sign[a] for a, _ in result.ops), dtype=np.int64, count=len(result.ops))
         delta[np.arange(len(result.ops)), node_column[nodes]] = signs * mem[nodes]
     by_kind = np.cumsum(delta, axis=0) + start
     return KindTimeline(kinds=kinds, start={k: int(start[c]) for k, c in column.items()}, by_kind=by_kind,
@@ -109,10 +110,14 @@ def ordinal(n: int) -> str:
 
 
 def describe_op(graph: ComputeGraph, result: SimulationResult, step: int, occurrence: int) -> str:
-    """One line naming op ``step`` by its tensor's label: ``'compute layer 3 (fwd) (2nd computation)'`` or
-    ``'free layer 3 (fwd)'``."""
+    """One line naming op ``step`` by its tensor's label: ``'compute layer 3 (fwd) (2nd computation)'``,
+    ``'free layer 3 (fwd)'``, ``'offload layer 3 (fwd) to the host'`` or ``'prefetch layer 3 (fwd) from the host'``."""
     action, node = result.ops[step]
     name = node_label(graph, node)
     if action == COMPUTE:
         return f"compute {name}" + (f" ({ordinal(occurrence)} computation)" if occurrence > 1 else "")
+    if action == OFFLOAD:
+        return f"offload {name} to the host"
+    if action == PREFETCH:
+        return f"prefetch {name} from the host"
     return f"free {name}"

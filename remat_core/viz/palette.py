@@ -20,6 +20,8 @@ KIND_COLORS = {
 """Node kind -> colour (every kind in :data:`remat_core.graph.compute_graph.NODE_KINDS` has one)."""
 
 RECOMPUTE_COLOR = "#f28e2b"
+HOST_COLOR = "#9d755d"
+"""Bytes in host memory (offloaded tensors)."""
 """Recomputations (a second or later computation of a tensor), in every figure."""
 
 BUDGET_COLOR = "#d62728"

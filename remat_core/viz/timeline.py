@@ -19,8 +19,9 @@ import plotly.graph_objects as go
 from ..analysis import in_module
 from ..graph import ComputeGraph, format_bytes, node_labels
 from ..schedule import Schedule, describe_op, memory_by_kind, occurrences, ordinal, simulation_of
-from .palette import (BUDGET_COLOR, CURSOR_COLOR, GRID, RECOMPUTE_COLOR, ByteUnit, base_layout, kind_color,
-                      plotly_text, unit_for)
+from .palette import (BUDGET_COLOR, CURSOR_COLOR, GRID, HOST_COLOR, RECOMPUTE_COLOR, ByteUnit, base_layout,
+                      kind_color, plotly_text, unit_for)
+from .transfers import HOST_TRACE, host_bytes
 
 MAX_POINTS = 1500
 """Timelines with more ops are drawn at this many steps (each kept step is a real one, peaks kept)."""
@@ -84,8 +85,9 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
     Returns
     -------
     plotly.graph_objects.Figure
-        Traces: one filled area per kind present (named after the kind), ``"budget"`` when there is
-        a budget, ``"measured"`` when ``measured`` is given, ``"steps"`` (invisible markers on the
+        Traces: one filled area per kind present (named after the kind, the device's bytes), ``"budget"``
+        when there is a budget, ``"host memory"`` (a line) for a schedule that offloads, ``"measured"`` when
+        ``measured`` is given, ``"steps"`` (invisible markers on the
         total, for hover and click) and ``"current op"`` (the cursor).
 
     Raises
@@ -116,6 +118,11 @@ def memory_timeline_figure(graph: ComputeGraph, schedule: Schedule, budget: int 
         fig.add_trace(go.Scatter(x=[0, max(n_ops - 1, 1)], y=[budget / unit.size] * 2, name=BUDGET_TRACE,
                                  mode="lines", line={"color": BUDGET_COLOR, "dash": "dash", "width": 2},
                                  hovertemplate=f"budget {format_bytes(budget)}<extra></extra>"))
+    if schedule.has_transfers:
+        host = host_bytes(graph, schedule)
+        fig.add_trace(go.Scatter(x=steps, y=host[steps] / unit.size, name=HOST_TRACE, mode="lines",
+                                 line={"color": HOST_COLOR, "width": 1.6, "dash": "dash", "shape": "hv"},
+                                 hovertemplate=f"host (offloaded): %{{y:.4g}} {unit.name}<extra></extra>"))
     if measured is not None:
         real = np.asarray(measured, dtype=float)
         fig.add_trace(go.Scatter(
