@@ -450,3 +450,20 @@ def test_moccasin_is_never_dearer_than_its_hint():
     info = schedule.solver_info
     assert info["hint"] in ("greedy", *quick_solver_names())
     assert schedule.stats["cost"] <= info["hint_cost"] + TOL and schedule.stats["peak"] <= budget
+
+
+def test_checkmate_milp_offloads_over_a_link_as_well_as_pofo_on_a_chain():
+    """With a transfer lane the MILP gains offload and prefetch decisions: on a chain it reaches pofo's (optimal)
+    makespan, with copies that take no time the compute time, and without a link it offloads nothing."""
+    import math
+
+    from remat_core.schedule import Link
+
+    graph = training_chain(8)
+    for budget in (5, 7):
+        milp = solve(graph, budget, "checkmate-milp", time_limit=20, link=Link(1.0, 1.0))
+        assert milp.has_transfers and milp.solver_info["offload"]["status"] == "optimal"
+        assert milp.stats["makespan"] == solve(graph, budget, "pofo", link=Link(1.0, 1.0)).stats["makespan"] == 25
+    free = solve(graph, 4, "checkmate-milp", time_limit=20, link=Link(math.inf, math.inf))
+    assert free.stats["makespan"] == checkpoint_all_cost(graph)
+    assert not solve(graph, 5, "checkmate-milp", time_limit=20).has_transfers

@@ -19,7 +19,8 @@ Phases, each recorded in ``solver_info["phases"]`` with its result and time:
    cheaper or proves the best one optimal among the schedules of that order.
 
 5. **offload**, only when the solve is given a transfer lane (``--bandwidth``): every solver tagged
-   ``offloads`` (``pofo``) at the budget over that lane; its schedule wins when its makespan is shorter.
+   ``offloads`` that does not search (``pofo``; the MILP's offload model is ``checkmate-milp`` with a link) at the
+   budget over that lane; its schedule wins when its makespan is shorter.
    Every phase is then judged by the makespan the simulator measures over the lane, which for a
    schedule without copies is its cost. Without a lane ``auto`` never offloads.
 
@@ -163,10 +164,8 @@ def auto(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, e
 
 
 def _offload_phase(portfolio: _Portfolio) -> None:
-    """Every offloading solver but ``auto`` at the budget, over the portfolio's transfer lane, for the time left."""
-    for spec in find_solvers(offloads=True):
-        if spec.name == "auto":
-            continue
+    """Every offloading solver that does not search, at the budget, over the portfolio's transfer lane."""
+    for spec in find_solvers(offloads=True, searching=False):
         limit = portfolio.deadline.left() if portfolio.deadline.limited else None
         if portfolio.deadline.expired():
             portfolio.phases.append({"phase": spec.name, "seconds": 0.0, "status": "skipped",

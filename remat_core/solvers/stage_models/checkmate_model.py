@@ -40,6 +40,25 @@ Two reductions keep the model small: ``R[t, i]`` and ``S[t, i]`` exist only for
 ``t <= last_useful_stage[i]`` (after it nothing ``i`` feeds is computed for the first time), and
 ``U``/``FREE`` only for positions ``k <= t``.
 
+With a transfer lane (POET's paging variables, Rockmate's lane timing; ``link``): binaries ``OUT[t, i]``
+(copy ``i``, resident when stage ``t`` starts, to the host during it), ``IN[t, i]`` (copy it back at the start
+of stage ``t`` for the stage's own computes: they wait for it) and ``LATER[t, i]`` (copy it back at the start
+of stage ``t`` for later stages: it runs beside the stage's computes), ``H[t, i]`` (a host copy exists when
+stage ``t`` starts) and a stage time ``T[t]``::
+
+    min  sum_t T[t]  (+ a tie-breaking 1e-6 per copy)
+    T[t] >= sum_i C_i R[t, i] + sum_i d_in(i) IN[t, i]
+    T[t] >= sum_i d_out(i) OUT[t, i];  T[t] >= sum_i d_in(i) (IN[t, i] + LATER[t, i])
+    (one lane for both ways: T[t] >= the two copy sums together)
+    OUT[t, i] <= S[t, i];  H[t+1, i] <= H[t, i] + OUT[t, i];  IN[t, i] + LATER[t, i] <= H[t, i]
+    IN[t, i] + LATER[t, i] + S[t, i] <= 1;  IN[t, i] + LATER[t, i] + R[t, i] <= 1
+    R[t, k] <= R[t, i] + S[t, i] + IN[t, i];  S[t+1, i] <= R[t, i] + S[t, i] + IN[t, i] + LATER[t, i]
+    FREE[t, i, k] <= 1 - OUT[t, i]         (an offloaded tensor stays until its stage ends)
+    U[t, 0] counts M_i (IN[t, i] + LATER[t, i])   (a prefetch holds its bytes from the stage's start)
+
+Lanes that overlap only within a stage make the stage time a model: every schedule is timed again by the
+simulator. Without a link the model is Checkmate's, unchanged.
+
 Memory is expressed in units of the gcd of the node sizes, or of ``max(M) / 2**20`` when the gcd
 is finer (coefficients stay below about a million), and the budget gets half a gcd of slack so
 solver tolerances cannot cut off a schedule that fits exactly. Every schedule taken from the model
@@ -59,10 +78,14 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ...errors import SolverOptionError
+from ...schedule import OFFLOAD, PREFETCH, Link
 from ..deadline import Deadline
 from .grid import StageCompute, StageGrid, stage_matrices
 
 _UNIT_RANGE = 2 ** 20
+TRANSFER_TIE = 1e-6
+"""Per copy, this share of the largest op's cost is added to the objective: of two schedules as fast, the one
+that copies less."""
 
 
 def check_model_size(grid: StageGrid, max_nodes: int, who: str) -> None:
@@ -131,6 +154,8 @@ class ModelSolution:
         The ``R`` values of the best solution (``n x n``, zeros where no variable exists).
     s : numpy.ndarray or None
         The ``S`` values likewise.
+    out, into : numpy.ndarray or None
+        With a transfer lane, the ``OUT`` values likewise, and the prefetches (``IN + LATER``); None without one.
     seconds : float
         HiGHS's run time.
     incumbents : tuple of (float, float)
@@ -145,6 +170,8 @@ class ModelSolution:
     s: np.ndarray | None
     seconds: float
     incumbents: tuple[tuple[float, float], ...] = ()
+    out: np.ndarray | None = None
+    into: np.ndarray | None = None
 
 
 class CheckmateModel:
@@ -165,11 +192,15 @@ class CheckmateModel:
         Leaving stages out relaxes the problem: its optimum is a lower bound, and it is the
         optimum when its schedule fits the budget in every stage (:func:`fixed_order_milp` adds
         the stages a solution overflows until one fits).
+    link : Link, optional
+        A transfer lane: the model gains offload and prefetch decisions and minimises the stages'
+        time (see the module notes).
     """
 
     def __init__(self, grid: StageGrid, free_budget: int, integral: bool, deadline: Deadline | None = None,
-                 memory_stages: Iterable[int] | None = None):
+                 memory_stages: Iterable[int] | None = None, link: Link | None = None):
         self.grid = grid
+        self.link = link
         self.integral = integral
         self._deadline = deadline or Deadline(None)
         self.memory_stages = frozenset(range(grid.n) if memory_stages is None else memory_stages)
@@ -213,6 +244,18 @@ class CheckmateModel:
         modelled = np.isin(t_idx, np.fromiter(self.memory_stages, dtype=np.int64))
         self.u_col[t_idx[modelled], i_idx[modelled]] = offset + np.arange(int(modelled.sum()))
         offset += int(modelled.sum())
+        # the transfer lane's columns, where a tensor can be kept (S's pattern)
+        self.out_col = np.full((n, n), -1, dtype=np.int64)
+        self.in_col = np.full((n, n), -1, dtype=np.int64)
+        self.later_col = np.full((n, n), -1, dtype=np.int64)
+        self.h_col = np.full((n, n), -1, dtype=np.int64)
+        self.t_col = np.full(n, -1, dtype=np.int64)
+        if self.link is not None:
+            for matrix in (self.out_col, self.in_col, self.later_col, self.h_col):
+                matrix[s_t, s_i] = offset + np.arange(s_t.size)
+                offset += s_t.size
+            self.t_col[:] = offset + np.arange(n)
+            offset += n
         self.num_cols = offset
         self._r_cols = (r_t, r_i)
         self._s_cols = (s_t, s_i)
@@ -232,6 +275,8 @@ class CheckmateModel:
         def add_row(entries: Sequence[tuple[int, float]], lo: float, hi: float) -> None:
             row = len(lower)
             for c, v in entries:
+                if c < 0:  # a column the model does not have (a transfer's, without a link)
+                    continue
                 rows.append(row)
                 cols.append(c)
                 vals.append(v)
@@ -246,13 +291,16 @@ class CheckmateModel:
                 if rk < 0:
                     continue
                 for i in grid.preds[k]:
-                    add_row(((rk, 1.0), (r_col[t, i], -1.0), (s_col[t, i], -1.0)), -inf, 0.0)
+                    add_row(((rk, 1.0), (r_col[t, i], -1.0), (s_col[t, i], -1.0), (self.in_col[t, i], -1.0)),
+                            -inf, 0.0)
         # a kept tensor existed in the previous stage
         s_t, s_i = self._s_cols
         for t, i in zip(s_t.tolist(), s_i.tolist()):
             entries = [(s_col[t, i], 1.0), (r_col[t - 1, i], -1.0)]
             if s_col[t - 1, i] >= 0:
                 entries.append((s_col[t - 1, i], -1.0))
+            if self.in_col[t - 1, i] >= 0:
+                entries += [(self.in_col[t - 1, i], -1.0), (self.later_col[t - 1, i], -1.0)]
             add_row(entries, -inf, 0.0)
         # FREE[t, i, k] only when k is computed, i is not kept, and no later reader of i runs in stage t
         for f, (t, i, k) in enumerate(zip(self.free_t.tolist(), self.free_i.tolist(), self.free_k.tolist())):
@@ -260,6 +308,8 @@ class CheckmateModel:
                 self._deadline.check()
             fc = self.free_col0 + f
             add_row(((fc, 1.0), (r_col[t, k], -1.0)), -inf, 0.0)
+            if self.out_col[t, i] >= 0:
+                add_row(((fc, 1.0), (self.out_col[t, i], 1.0)), -inf, 1.0)
             if t + 1 < n and s_col[t + 1, i] >= 0:
                 add_row(((fc, 1.0), (s_col[t + 1, i], 1.0)), -inf, 1.0)
             for j in grid.succs[i]:
@@ -275,6 +325,8 @@ class CheckmateModel:
             if r_col[t, 0] >= 0:
                 entries.append((r_col[t, 0], -float(mem[0])))
             entries += [(s_col[t, i], -float(mem[i])) for i in range(t) if s_col[t, i] >= 0 and mem[i] > 0]
+            entries += [(c[t, i], -float(mem[i])) for c in (self.in_col, self.later_col) for i in range(t)
+                        if c[t, i] >= 0 and mem[i] > 0]
             add_row(entries, 0.0, 0.0)
             for k in range(1, t + 1):
                 entries = [(u_col[t, k], 1.0), (u_col[t, k - 1], -1.0)]
@@ -283,12 +335,55 @@ class CheckmateModel:
                 entries += [(fc, float(mem[i])) for fc, i in frees_after.get((t, k - 1), ()) if mem[i] > 0]
                 add_row(entries, 0.0, 0.0)
 
+        if self.link is not None:
+            self._transfer_rows(add_row)
+
         import scipy.sparse  # loaded with the first model: importing remat_core stays quick
         matrix = scipy.sparse.csr_matrix((np.array(vals), (np.array(rows), np.array(cols))),
                                          shape=(len(lower), self.num_cols))
         self._matrix = matrix
         self._row_lower = np.array(lower)
         self._row_upper = np.array(upper)
+
+    def _transfer_rows(self, add_row) -> None:
+        """The transfer lane's rows (see the module notes)."""
+        grid, n, link = self.grid, self.grid.n, self.link
+        r_col, s_col, out_col, h_col = self.r_col, self.s_col, self.out_col, self.h_col
+        in_col, later_col = self.in_col, self.later_col
+        inf = math.inf
+        s_t, s_i = self._s_cols
+        for t, i in zip(s_t.tolist(), s_i.tolist()):
+            back = ((in_col[t, i], 1.0), (later_col[t, i], 1.0))
+            add_row(((out_col[t, i], 1.0), (s_col[t, i], -1.0)), -inf, 0.0)
+            add_row((*back, (h_col[t, i], -1.0)), -inf, 0.0)
+            add_row((*back, (s_col[t, i], 1.0)), -inf, 1.0)
+            if r_col[t, i] >= 0:
+                add_row((*back, (r_col[t, i], 1.0)), -inf, 1.0)
+            entries = [(h_col[t, i], 1.0)]
+            if h_col[t - 1, i] >= 0:
+                entries += [(h_col[t - 1, i], -1.0), (out_col[t - 1, i], -1.0)]
+            add_row(entries, -inf, 0.0)
+        out_time = np.array([link.duration(OFFLOAD, int(m)) for m in grid.mem])
+        in_time = np.array([link.duration(PREFETCH, int(m)) for m in grid.mem])
+        for t in range(n):
+            self._deadline.check()
+            waited = [(in_col[t, i], float(in_time[i])) for i in range(t) if in_col[t, i] >= 0]
+            compute = [(r_col[t, i], float(grid.cost[i])) for i in range(t + 1) if r_col[t, i] >= 0]
+            add_row(compute + waited + [(self.t_col[t], -1.0)], -inf, 0.0)
+            outs = [(out_col[t, i], float(out_time[i])) for i in range(t) if out_col[t, i] >= 0]
+            ins = waited + [(later_col[t, i], float(in_time[i])) for i in range(t) if later_col[t, i] >= 0]
+            lanes = [outs, ins] if link.full_duplex else [outs + ins]
+            for lane in lanes:
+                if lane:
+                    add_row(lane + [(self.t_col[t], -1.0)], -inf, 0.0)
+
+    def transfers(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``OUT`` and the prefetches ``IN + LATER`` (``n x n``) of a column vector of a model with a link."""
+        out = np.zeros((self.grid.n, self.grid.n))
+        into = np.zeros((self.grid.n, self.grid.n))
+        out[self.out_col >= 0] = values[self.out_col[self.out_col >= 0]]
+        into[self.in_col >= 0] = values[self.in_col[self.in_col >= 0]] + values[self.later_col[self.later_col >= 0]]
+        return out, into
 
     # -- HiGHS -----------------------------------------------------------------------------------
 
@@ -301,14 +396,14 @@ class CheckmateModel:
         highspy = _highspy()
         n = self.grid.n
         r_t, r_i = self._r_cols
-        cost = np.zeros(self.num_cols)
-        cost[self.r_col[r_t, r_i]] = self.grid.cost[r_i]
+        cost = self._objective()
         col_lower = np.zeros(self.num_cols)
         col_upper = np.ones(self.num_cols)
         diagonal = self.r_col[np.arange(n), np.arange(n)]
         col_lower[diagonal] = 1.0
         u_cols = self.u_col[self.u_col >= 0]
         col_upper[u_cols] = self.budget_units
+        col_upper[self.t_col[self.t_col >= 0]] = math.inf
         lp = highspy.HighsLp()
         lp.num_col_ = self.num_cols
         lp.num_row_ = self._matrix.shape[0]
@@ -327,8 +422,25 @@ class CheckmateModel:
             integrality = [highspy.HighsVarType.kContinuous] * self.num_cols
             for c in self.r_col[r_t, r_i].tolist():
                 integrality[c] = highspy.HighsVarType.kInteger
+            for matrix in (self.out_col, self.in_col, self.later_col):
+                for c in matrix[matrix >= 0].tolist():
+                    integrality[c] = highspy.HighsVarType.kInteger
             lp.integrality_ = integrality
         return lp
+
+    def _objective(self) -> np.ndarray:
+        """The cost vector: each computation's cost, or with a link each stage's time and a tie-breaker per copy."""
+        cost = np.zeros(self.num_cols)
+        if self.link is None:
+            r_t, r_i = self._r_cols
+            cost[self.r_col[r_t, r_i]] = self.grid.cost[r_i]
+            return cost
+        cost[self.t_col] = 1.0
+        tie = TRANSFER_TIE * max(float(self.grid.cost.max(initial=0.0)), 1e-12)
+        cost[self.out_col[self.out_col >= 0]] = tie
+        cost[self.in_col[self.in_col >= 0]] = tie
+        cost[self.later_col[self.later_col >= 0]] = tie
+        return cost
 
     def start_vector(self, computes: Sequence[StageCompute]) -> np.ndarray:
         """A full solution vector for a stage-compute sequence (for a MIP start).
@@ -349,6 +461,8 @@ class CheckmateModel:
             later = any(r[t, j] for j in grid.succs[i] if k < j <= t)
             free[f] = 1.0 if (r[t, k] and not kept and not later) else 0.0
         x[self.free_col0: self.free_col0 + free.size] = free
+        if self.link is not None:  # nothing copied: each stage takes its computations' time
+            x[self.t_col] = r @ self.grid.cost
         freed = np.zeros((n, n))
         np.add.at(freed, (self.free_t, self.free_k), free * self._mem[self.free_i])
         for t in sorted(self.memory_stages):
@@ -387,7 +501,7 @@ class CheckmateModel:
             objective = self._worth(values)
             r, s = self._matrices(values)
             return ModelSolution("time_limit", objective, run.bound, relative_gap(objective, run.bound), r, s,
-                                 run.seconds, incumbents)
+                                 run.seconds, incumbents, *self._transfer_values(values))
         h = run.highs
         status = h.modelStatusToString(h.getModelStatus()).lower().replace(" ", "_")
         if status in ("interrupted_by_user", "time_limit_reached"):  # stopped at our deadline, or at its own
@@ -407,7 +521,11 @@ class CheckmateModel:
         else:
             optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
             bound, gap = (objective if optimal else None), None
-        return ModelSolution(status, objective, bound, gap, r, s, run.seconds, incumbents)
+        return ModelSolution(status, objective, bound, gap, r, s, run.seconds, incumbents,
+                             *self._transfer_values(values))
+
+    def _transfer_values(self, values: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        return self.transfers(values) if self.link is not None else (None, None)
 
     def _matrices(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``R`` and ``S`` (``n x n``) of a column vector."""
@@ -434,9 +552,9 @@ class CheckmateModel:
         return run_highs(h, deadline, record_solutions=self.integral)
 
     def _worth(self, values: np.ndarray) -> float:
-        """The objective of a column vector: the cost of every computation it makes."""
-        r_t, r_i = self._r_cols
-        return float(values[self.r_col[r_t, r_i]] @ self.grid.cost[r_i])
+        """The objective of a column vector: the cost of every computation it makes (with a link, the stages'
+        time and the copies' tie-breaker)."""
+        return float(values @ self._objective())
 
     def _objective_disagrees(self, h) -> bool:
         """Whether the objective HiGHS reports is not what its returned columns cost."""
