@@ -132,3 +132,15 @@ def test_a_budget_below_the_proved_bound_names_a_budget_auto_then_meets(graph):
     named = refused.value.smallest_feasible
     assert named is not None and budget < named <= checkpoint_all_peak(graph)
     assert simulate(graph, solve(graph, named, "auto", time_limit=10), budget=named).peak <= named
+
+
+def test_auto_offloads_only_when_given_a_link():
+    """Without a bandwidth auto never offloads; with one its offload phase runs pofo and the faster schedule wins."""
+    from remat_core.schedule import Link
+
+    graph = training_chain(8)
+    alone = solve(graph, 5, "auto", time_limit=10, stall=3)
+    assert not alone.has_transfers and "pofo" not in [p["phase"] for p in alone.solver_info["phases"]]
+    linked = solve(graph, 5, "auto", time_limit=10, stall=3, link=Link(1.0, 1.0))
+    assert linked.has_transfers and linked.solver_info["winner"] == "pofo"
+    assert linked.stats["makespan"] == 25 < alone.stats["cost"]

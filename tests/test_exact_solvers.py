@@ -467,3 +467,20 @@ def test_checkmate_milp_offloads_over_a_link_as_well_as_pofo_on_a_chain():
     free = solve(graph, 4, "checkmate-milp", time_limit=20, link=Link(math.inf, math.inf))
     assert free.stats["makespan"] == checkpoint_all_cost(graph)
     assert not solve(graph, 5, "checkmate-milp", time_limit=20).has_transfers
+
+
+def test_moccasin_offloads_over_a_link_with_cp_sat():
+    """The same stage model with copies, in CP-SAT: on a chain it reaches the compute time where pofo does, and with
+    copies that take no time, at the largest single op."""
+    import math
+
+    from remat_core.schedule import Link
+
+    graph = training_chain(8)
+    for budget in (5, 8):
+        cp = solve(graph, budget, "moccasin", time_limit=20, link=Link(1.0, 1.0), workers=1)
+        assert cp.has_transfers and cp.solver_info["offload"]["status"] == "optimal"
+        assert cp.stats["makespan"] == 25 < solve(graph, budget, "moccasin", time_limit=20, workers=1).stats["cost"]
+    free = solve(graph, memory_lower_bound(graph), "moccasin", time_limit=20, link=Link(math.inf, math.inf),
+                 workers=1)
+    assert free.stats["makespan"] == checkpoint_all_cost(graph)

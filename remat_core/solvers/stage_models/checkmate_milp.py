@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InfeasibleBudget, InvalidSchedule, SearchStopped
+from ...errors import InfeasibleBudget, SearchStopped
 from ...graph import ComputeGraph
-from ...schedule import Link, Schedule, checkpoint_all_peak, simulate
+from ...schedule import Link, Schedule, checkpoint_all_peak
 from ..checkpoint_all import checkpoint_all_if_it_fits
 from ..deadline import Deadline, TimeUp
 from ..outcome import SolveOutcome
@@ -37,9 +37,9 @@ from ..quick import ANY_ORDER, prefer_cheaper_heuristic, run_quick_heuristics
 from ..registry import Option, SolverTags, register
 from .checkmate_lp import round_lp
 from .checkmate_model import CheckmateModel, check_model_size, relative_gap
-from .grid import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, computes_from_matrix,
-                   computes_from_ops, measure, stage_grid, stage_peaks, stage_schedule)
-from .offload_stages import offload_stage_ops
+from .grid import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, computes_from_matrix, measure,
+                   stage_grid, stage_peaks, stage_schedule)
+from .offload_stages import faster_with_offloads, highs_transfers
 from .warm_start import best_stage_start
 
 DEFAULT_MAX_NODES = 400
@@ -170,7 +170,7 @@ def checkmate_milp(graph: ComputeGraph, budget: int, *, time_limit: float | None
         recomputed = checkmate_milp(graph, budget, time_limit=max(deadline.left() / 2, 0.01), mip_gap=mip_gap,
                                     warm_start=warm_start, warm_start_share=warm_start_share, max_nodes=max_nodes,
                                     any_order=any_order)
-        return faster_with_offloads(grid, budget, recomputed, link, deadline, mip_gap)
+        return faster_with_offloads(grid, budget, recomputed, link, deadline, highs_transfers(mip_gap))
     base_info: dict[str, Any] = {"time_limit": deadline.end - deadline.started, "order": "graph topological order",
                                  "stages": grid.n}
     trivial = checkpoint_all_if_it_fits(graph, budget, "checkmate-milp", **{**base_info, "mip_gap": 0.0})
@@ -281,39 +281,6 @@ def fixed_order_milp(grid: StageGrid, budget: int, deadline: Deadline,
     gap = relative_gap(best_cost, bound)
     info.update(mip_gap=gap, exact=gap == 0.0, objective=best_cost)
     return MilpResult(best, best_cost, bound, info)
-
-
-def faster_with_offloads(grid: StageGrid, budget: int, recomputed: Schedule, link: Link, deadline: Deadline,
-                         mip_gap: float = 0.0) -> Schedule:
-    """The MILP with a transfer lane from ``recomputed`` (when it is in stage form), until ``deadline``; its
-    schedule when the simulator times it faster than ``recomputed`` over ``link`` within the budget, else
-    ``recomputed`` (``solver_info["offload"]`` says what the offload model did)."""
-    graph = grid.graph
-    start = computes_from_ops(grid, recomputed.ops) if not recomputed.has_transfers else None
-    info: dict[str, Any] = {}
-    try:
-        model = CheckmateModel(grid, grid.free_budget(budget), integral=True, deadline=deadline, link=link)
-        solution = model.solve(deadline.left(), mip_gap=mip_gap,
-                               start=model.start_vector(start) if start is not None else None)
-    except TimeUp:
-        return recomputed.with_updates(solver_info={**recomputed.solver_info,
-                                                    "offload": {"status": "time_limit (building the model)"}})
-    info = {"status": solution.status, "objective": solution.objective, "lower_bound": solution.bound,
-            **model.size().as_dict()}
-    best = recomputed
-    if solution.r is not None:
-        ops, reasons = offload_stage_ops(grid, solution.r, solution.out, solution.into, rule=_RULE)
-        try:
-            offloaded = simulate(graph, ops, budget=budget, link=link)
-            kept = simulate(graph, recomputed, budget=budget, link=link)
-        except InvalidSchedule as e:  # the solver's numbers off by a tolerance: keep the recompute-only one
-            info["discarded"] = str(e)
-        else:
-            info.update(makespan=offloaded.makespan, recompute_only_makespan=kept.makespan)
-            if offloaded.makespan < kept.makespan * (1 - 1e-12):
-                best = Schedule.from_ops(ops, reasons, solver_info={k: v for k, v in recomputed.solver_info.items()
-                                                                    if k not in ("source", "why", "source_info")})
-    return best.with_updates(solver_info={**best.solver_info, "offload": info})
 
 
 def _binding_stages(grid: StageGrid, budget: int, start: list[StageCompute] | None) -> frozenset[int]:

@@ -392,18 +392,22 @@ class CheckmateModel:
         return ModelSize(self.num_cols, self._r_cols[0].size if self.integral else 0, self._matrix.shape[0],
                          self._matrix.nnz)
 
+    def column_upper(self) -> np.ndarray:
+        """Each column's upper bound: 1, the budget for memory, none for a stage's time."""
+        col_upper = np.ones(self.num_cols)
+        col_upper[self.u_col[self.u_col >= 0]] = self.budget_units
+        col_upper[self.t_col[self.t_col >= 0]] = math.inf
+        return col_upper
+
     def _highs_lp(self):
         highspy = _highspy()
         n = self.grid.n
         r_t, r_i = self._r_cols
         cost = self._objective()
         col_lower = np.zeros(self.num_cols)
-        col_upper = np.ones(self.num_cols)
+        col_upper = self.column_upper()
         diagonal = self.r_col[np.arange(n), np.arange(n)]
         col_lower[diagonal] = 1.0
-        u_cols = self.u_col[self.u_col >= 0]
-        col_upper[u_cols] = self.budget_units
-        col_upper[self.t_col[self.t_col >= 0]] = math.inf
         lp = highspy.HighsLp()
         lp.num_col_ = self.num_cols
         lp.num_row_ = self._matrix.shape[0]

@@ -43,7 +43,7 @@ import numpy as np
 
 from ...errors import InfeasibleBudget, SearchStopped
 from ...graph import ComputeGraph
-from ...schedule import Schedule, checkpoint_all_peak
+from ...schedule import Link, Schedule, checkpoint_all_peak
 from ..checkpoint_all import checkpoint_all_if_it_fits
 from ..deadline import Deadline, TimeUp
 from ..outcome import SolveOutcome
@@ -51,6 +51,7 @@ from ..quick import ANY_ORDER, prefer_cheaper_heuristic, run_quick_heuristics
 from ..registry import Option, SolverTags, register
 from .grid import (DEFAULT_TIME_LIMIT, StageCompute, StageGrid, checkpoint_all_computes, instance_spans, measure,
                    stage_grid, stage_schedule)
+from .offload_stages import cpsat_transfers, faster_with_offloads
 from .warm_start import best_stage_start
 
 _COST_RESOLUTION = 10 ** 6
@@ -237,7 +238,7 @@ class _IntervalModel:
 
 @register("moccasin", "Moccasin's CP (retention intervals per node, cumulative memory) over Checkmate's stages, "
                       "OR-Tools CP-SAT with a time limit: O(n) variables, at most `intervals` computes per node.",
-          tags=SolverTags(searching=True, meets_named_budget=False, test_options={"workers": 1}),
+          tags=SolverTags(searching=True, meets_named_budget=False, offloads=True, test_options={"workers": 1}),
           options=(Option("intervals", int, 2, "retention intervals (computations) allowed per node", low=1,
                           high=64),
                    Option("workers", int, 2, "CP-SAT search workers", low=1, high=64),
@@ -249,7 +250,8 @@ class _IntervalModel:
           reference="Bartan, Li, Teague, Lott, Dilkina, Moccasin: Efficient Tensor Rematerialization for Neural "
                     "Networks, ICML 2023")
 def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, intervals: int = 2,
-             workers: int = 2, seed: int = 0, hint: bool = True, any_order: bool = True) -> Schedule:
+             workers: int = 2, seed: int = 0, hint: bool = True, any_order: bool = True,
+             link: Link | None = None) -> Schedule:
     """Moccasin: the cheapest schedule with at most ``intervals`` computations per node.
 
     Parameters
@@ -273,6 +275,10 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     any_order : bool
         As for ``checkmate-milp``: a quick heuristic's schedule (any order) is returned when it
         costs less than the CP's, or when the CP finds none.
+    link : Link, optional
+        A transfer lane: the search above gets half the time, then CP-SAT solves Checkmate's stage
+        model with offload and prefetch decisions (:mod:`.offload_stages`) from its schedule, and
+        the faster of the two over the link is returned.
 
     Returns
     -------
@@ -306,6 +312,11 @@ def moccasin(graph: ComputeGraph, budget: int, *, time_limit: float | None = Non
     """
     deadline = Deadline(DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
     grid = stage_grid(graph)
+    if link is not None:
+        recomputed = moccasin(graph, budget, time_limit=max(deadline.left() / 2, 0.01), intervals=intervals,
+                              workers=workers, seed=seed, hint=hint, any_order=any_order)
+        return faster_with_offloads(grid, budget, recomputed, link, deadline, cpsat_transfers(workers, seed),
+                                    rule=_RULE)
     limit = deadline.end - deadline.started
     base = {"intervals": intervals, "time_limit": limit, "order": "graph topological order", "stages": grid.n}
     trivial = checkpoint_all_if_it_fits(graph, budget, "moccasin", **{**base, "gap": 0.0})
