@@ -1,4 +1,4 @@
-"""The session's state in the page's URL: ``model``, ``level``, ``solver``, ``budget`` and ``tensor``
+"""The session's state in the page's URL: ``model``, ``level``, ``solver``, ``budget``, ``link`` and ``tensor``
 (:data:`explorer.state.links.URL_PARAMS`), so that a link reproduces what you see and a reload keeps it.
 
 - ``model``: what ``Model.source`` says (a zoo model, a generated graph's recipe, an upload's content hash;
@@ -7,6 +7,8 @@
 - ``budget``: bytes with a unit at the budget slider's precision (``0.545GiB``, the digits its thumb shows) or a
   percent of the checkpoint-all peak (``50%``), within the slider's range, taken at the slider's first step at or
   above it (:mod:`.budgets`).
+- ``link``: the host link solves may offload over (a preset, a rate, bytes per cost unit); left out when there
+  is none.
 - ``tensor``: a node's label (:func:`remat_core.graph.node_labels`) or id; it becomes the Why page's tensor
   (``session.WHY_TENSOR``, an id).
 
