@@ -174,7 +174,7 @@ def test_the_timeline_counts_device_bytes_and_draws_the_host_and_the_lane():
     bars = next(t for t in lane.data if t.name == "to the host")
     assert len(bars.x) == sum(1 for a, _ in result.ops if a == "offload") and all(w > 0 for w in bars.x)
     waits = next(t for t in lane.data if t.name == "compute waits")
-    assert len(waits.x) > 0 and "makespan" in lane.layout.title.text
+    assert len(waits.x) > 0 and "of the step" in lane.layout.title.text
 
 
 def test_a_lane_needs_a_timed_schedule():
