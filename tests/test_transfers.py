@@ -203,3 +203,32 @@ def test_the_story_of_an_offloaded_tensor_adds_up():
     # every wait of the compute lane is some story's
     assert sum(s.waited_out + s.waited_back for s in stories) == pytest.approx(result.timing.compute_stall)
     assert offload_story(graph, schedule, "f8") is None
+
+
+def test_compare_and_study_take_a_bandwidth(tmp_path):
+    import csv
+    import subprocess
+    import sys
+
+    from remat_core import save_graph
+    from remat_core.graph.generators import training_chain
+
+    save_graph(training_chain(8), tmp_path / "chain.json")
+    root = Path(__file__).resolve().parents[1]
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "remat_core", *args], capture_output=True, text=True, cwd=root,
+                              timeout=300)
+    out = run("compare", str(tmp_path / "chain.json"), "--budgets", "40%,50%", "--solvers", "rotor,pofo",
+              "--bandwidth", "1", "--no-lp-bound", "--no-store", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {(r["solver"], r["budget"]): r for r in json.loads(out.stdout)["rows"]}
+    for budget in (4, 5):
+        assert rows["pofo", budget]["makespan"] < rows["rotor", budget]["makespan"] == rows["rotor", budget]["cost"]
+    out = run("study", str(tmp_path / "chain.json"), "--solvers", "pofo", "--budgets", "50%", "--bandwidth", "1",
+              "--out", str(tmp_path / "study"), "--no-store")
+    assert out.returncode == 0, out.stderr
+    row, = csv.DictReader(open(tmp_path / "study" / "results.csv"))
+    assert float(row["makespan"]) == 25.0  # every copy hidden (rotor alone: 32)
+    bad = run("compare", str(tmp_path / "chain.json"), "--bandwidth", "fast", "--no-store")
+    assert bad.returncode == 2 and "give a preset" in bad.stderr
