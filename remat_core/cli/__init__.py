@@ -11,7 +11,7 @@ budget known to fit, and that a longer ``--time-limit`` may find one); 130 inter
 
 Each command is a pair: ``add_<name>_parser(subparsers)`` declares it and ``cmd_<name>(args)``
 runs it and returns the exit code. The commands live in one module per kind of work (``graphs``,
-``solving``, ``comparing``, ``studies``, ``models``), each with a ``COMMANDS`` table; this module lists those
+``solving``, ``comparing``, ``studies``, ``models``, ``gnn``), each with a ``COMMANDS`` table; this module lists those
 modules once, in the order ``--help`` shows them, and maps exceptions to exit codes.
 """
 
@@ -25,7 +25,7 @@ from typing import Sequence
 
 from ..errors import InfeasibleBudget, InvalidSchedule, RematError, SearchStopped, first_line
 from ..solvers import highs_left_running
-from . import comparing, graphs, models, solving, studies
+from . import comparing, gnn, graphs, models, solving, studies
 from ._common import (EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL_ERROR, EXIT_INVALID_SCHEDULE, EXIT_OK,
                       EXIT_STOPPED, Command)
 
@@ -33,7 +33,7 @@ EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT, as shells report it)."""
 
 COMMANDS: dict[str, Command] = {**solving.COMMANDS, **graphs.COMMANDS, **comparing.COMMANDS, **studies.COMMANDS,
-                                **models.COMMANDS}
+                                **models.COMMANDS, **gnn.COMMANDS}
 """Every command by name, in the order ``--help`` lists them."""
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL_ERROR", "EXIT_INVALID_SCHEDULE", "EXIT_OK",

@@ -2,7 +2,8 @@
 
 A training step of a PyTorch module traced on FakeTensors (``trace``, its passes in ``tracing/``),
 the in-house model zoo (``zoo/``), ONNX files, ``.pt2`` programs (checked by ``pt2_safety`` before
-torch loads them), loss set-ups, and ``sources`` (a model named on the command line). Imports
+torch loads them), loss set-ups, ``sources`` (a model named on the command line), and ``gnn/``: the graphs
+a GNN trains on (generated or read) and their partitions across workers. Imports
 :mod:`remat_core.graph` and :mod:`remat_core.errors`.
 
 PyTorch is heavy: the names that need it load on first use (``_LAZY_IMPORTS``), so importing
@@ -14,6 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .gnn import GnnGraph, Partition, partition_graph, read_gnn_graph, rmat_graph
 from .onnx_import import load_onnx
 from .sources import trace_source
 from .stderr import quiet_stderr
@@ -35,7 +37,8 @@ _LAZY_IMPORTS = {
 }
 """Names whose modules import PyTorch: loaded on first use."""
 
-__all__ = ["build_model", "coarsen_by_module", "get_spec", "LEVELS", "list_models", "load_onnx", "LossSetup",
+__all__ = ["build_model", "coarsen_by_module", "get_spec", "GnnGraph", "LEVELS", "list_models", "load_onnx",
+           "LossSetup", "Partition", "partition_graph", "read_gnn_graph", "rmat_graph",
            "MODEL_PREFIX", "param_count", "parse_pt2", "quiet_stderr", "real_placeholder_values", "REGISTRY",
            "trace_source",
            "trace_training_graph", "trace_zoo_model"]
