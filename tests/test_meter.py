@@ -16,7 +16,8 @@ from remat_core.run import counting_allocator
 
 HERE = Path(__file__).resolve().parent
 SMALL = {"mlp": "batch_size=64", "gpt2": "batch_size=2,seq_len=32,depth=1",
-         "transformer": "batch_size=2,seq_len=32,depth=1"}
+         "transformer": "batch_size=2,seq_len=32,depth=1", "graphsage": "batch_size=500", "gcn": "batch_size=500",
+         "gat": "batch_size=500"}
 """Sizes that keep a model's step small here (images: batch 2 at 64 pixels unless named)."""
 
 

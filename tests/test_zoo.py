@@ -37,7 +37,32 @@ def unet_param_count() -> int:
 
 def test_the_zoo_has_every_model_the_issue_names():
     assert set(list_models()) == {"mlp", "vgg16", "resnet18", "resnet50", "mobilenet_v2", "densenet121", "unet",
-                                  "inception", "transformer", "gpt2"}
+                                  "inception", "transformer", "gpt2", "graphsage", "gcn", "gat"}
+
+
+def test_gnn_counts_follow_their_layers():
+    """Against torch_geometric's layers' counts: SAGEConv(lin_l with bias, lin_r without), GCNConv (one linear with
+    bias), GATConv (linear without bias, att_src and att_dst of heads x channels; the bias left out here)."""
+    assert param_count(build_model("graphsage", features=10, width=7, depth=3, device="meta").module) == \
+        (2 * 10 * 7 + 7) + (2 * 7 * 7 + 7) + (2 * 7 * 16 + 16)
+    assert param_count(build_model("gcn", features=10, width=7, depth=2, device="meta").module) == \
+        (10 * 7 + 7) + (7 * 16 + 16)
+    assert param_count(build_model("gat", features=10, width=8, heads=2, depth=2, device="meta").module) == \
+        (10 * 2 * 4 + 2 * 2 * 4) + (8 * 1 * 16 + 2 * 16)
+
+
+@pytest.mark.parametrize("name", ["graphsage", "gcn", "gat"])
+def test_a_gnn_is_a_full_batch_step_on_a_seeded_graph(name):
+    built = build_model(name, batch_size=400)
+    again = build_model(name, batch_size=400)
+    assert torch.equal(built.module.edges, again.module.edges)
+    x, = built.example_inputs
+    labels, = built.loss.targets
+    assert x.shape[0] == labels.shape[0] == 400 and built.module.edges.max() < x.shape[0]
+    out = built.module(x)
+    assert out.shape == (x.shape[0], 16)
+    built.loss.fn(out, labels).backward()
+    assert all(p.grad is not None for p in built.module.parameters())
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED_PARAMS))

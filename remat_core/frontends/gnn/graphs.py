@@ -58,13 +58,15 @@ class GnnGraph:
 
 
 def rmat_graph(nodes: int, edges: int, *, features: int = 64, classes: int = 16, seed: int = 0,
-               probabilities: tuple[float, float, float] = GRAPH500, symmetric: bool = True) -> GnnGraph:
+               probabilities: tuple[float, float, float] = GRAPH500, symmetric: bool = True,
+               drop_isolated: bool = True) -> GnnGraph:
     """An R-MAT graph (Chakrabarti, Zhan, Faloutsos 2004) with about ``edges`` edges among ``nodes`` nodes.
 
     Each edge picks its quadrant of the adjacency matrix level by level with ``probabilities`` (a, b, c; d is
     the rest), which gives the power-law degrees of real graphs. Self-loops and duplicates are dropped (edges
     are drawn until about ``edges`` remain, or a few rounds have passed), then nodes no edge touches (R-MAT
-    leaves many) are dropped and the rest renumbered. ``symmetric``: every edge both ways (messages flow
+    leaves many) are dropped and the rest renumbered (``drop_isolated=False`` keeps all ``nodes``).
+    ``symmetric``: every edge both ways (messages flow
     both ways, as on citation and product graphs); ``edges`` then counts directed edges. Features are standard
     normal; labels are a random linear function of them, so that a model can learn them.
 
@@ -108,12 +110,15 @@ def rmat_graph(nodes: int, edges: int, *, features: int = 64, classes: int = 16,
     src, dst = found // nodes, found % nodes
     if symmetric:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-    return _with_data(f"rmat-{nodes}-{edges}-s{seed}", np.stack([src, dst]), nodes, features, classes, rng)
+    return _with_data(f"rmat-{nodes}-{edges}-s{seed}", np.stack([src, dst]), nodes, features, classes, rng,
+                      drop_isolated)
 
 
-def _with_data(name: str, edges: np.ndarray, nodes: int, features: int, classes: int, rng) -> GnnGraph:
-    """The graph on the nodes its edges touch (renumbered), with random features and learnable labels."""
-    used = np.unique(edges)
+def _with_data(name: str, edges: np.ndarray, nodes: int, features: int, classes: int, rng,
+               drop_isolated: bool = True) -> GnnGraph:
+    """The graph on the nodes its edges touch (renumbered; all ``nodes`` unless ``drop_isolated``), with random
+    features and learnable labels."""
+    used = np.unique(edges) if drop_isolated else np.arange(nodes)
     renumber = np.full(nodes, -1, dtype=np.int64)
     renumber[used] = np.arange(used.size)
     x = rng.standard_normal((used.size, features)).astype(np.float32)
