@@ -545,6 +545,22 @@ def test_tracing_a_zoo_model_from_the_model_page():
     assert {"param", "forward", "backward"} <= {n.kind for n in model.graph.nodes}
 
 
+def test_tracing_a_gnn_from_the_model_page_and_running_its_plan():
+    at = app("app_pages/model.py")
+    at.selectbox(key="w_zoo_model").set_value("gat").run()
+    at.number_input(key="w_zoo_gat_batch_size").set_value(300)
+    at.number_input(key="w_zoo_gat_width").set_value(16)
+    next(b for b in at.button if b.proto.label == "Trace this model").click().run()
+    assert not at.exception and not at.error
+    model = at.session_state[state.MODEL]
+    assert model.origin.startswith("zoo: gat") and {"param", "forward", "backward"} <= {n.kind for n in
+                                                                                       model.graph.nodes}
+    settled(at.switch_page("app_pages/timeline.py").run())
+    run_button(at).click().run()
+    _, check, error = tensor_check_status(current_solve_key(at), wait=300)
+    assert error is None and check.gradients_match
+
+
 def test_an_onnx_upload_gets_its_backward_pass():
     at = app("app_pages/model.py")
     upload(at, "convnet.onnx", onnx_convnet())
