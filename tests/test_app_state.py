@@ -474,6 +474,15 @@ def test_the_learn_page_works_with_a_one_step_walkthrough():
     assert any("Step 1 of 1" in m.value for m in at.markdown)
 
 
+def test_the_model_pages_form_opens_on_the_loaded_zoo_model_and_its_options():
+    at = opened({"model": "gat:batch_size=300,width=16,cost=unit", "level": "op"}, "app_pages/model.py")
+    assert not at.exception
+    assert at.selectbox(key="w_zoo_model").value == "gat"
+    assert at.selectbox(key="w_zoo_level").value == "op" and at.selectbox(key="w_zoo_cost").value == "unit"
+    assert at.number_input(key="w_zoo_gat_batch_size").value == 300
+    assert at.number_input(key="w_zoo_gat_width").value == 16
+
+
 def test_a_zoo_link_and_the_model_pages_form_open_the_same_model():
     """One default per zoo model: ``model=resnet50`` opened batch 32 while the Model page's form traced batch 4, so
     a lesson's links showed other numbers than the class saw on the page."""

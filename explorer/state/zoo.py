@@ -118,7 +118,8 @@ def zoo_model_from_link(name: str, settings: Mapping[str, str], level: str | Non
 def zoo_form() -> Model | None:
     """The Model page's zoo picker: a model, its declared options, level and cost model.
 
-    Returns the traced model when the form is submitted, else None.
+    The form opens on the loaded model when it is a zoo model (its options, level and cost model), else on
+    the default model at the zoo's options. Returns the traced model when the form is submitted, else None.
 
     Raises
     ------
@@ -126,7 +127,10 @@ def zoo_form() -> Model | None:
         From :func:`zoo_model`.
     """
     names = list_models()
-    name = st.selectbox("Model", names, index=names.index(DEFAULT_ZOO_MODEL) if DEFAULT_ZOO_MODEL in names else 0,
+    current = st.session_state.get(MODEL)
+    loaded = source_settings(current.source)[0] if current is not None and current.source else ""
+    first = loaded if loaded in names else DEFAULT_ZOO_MODEL  # the form opens on the loaded zoo model
+    name = st.selectbox("Model", names, index=names.index(first) if first in names else 0,
                         key="w_zoo_model", format_func=lambda n: f"{n} · {get_spec(n).description}")
     spec = get_spec(name)
     defaults = form_start(name)
@@ -138,10 +142,14 @@ def zoo_form() -> Model | None:
                 option.name.replace("_", " "), min_value=option.minimum, max_value=option.maximum,
                 value=min(max(defaults[option.name], option.minimum), option.maximum), step=option.multiple_of,
                 help=option.help, key=f"w_zoo_{name}_{option.name}")
-        level = columns[-2].selectbox("Level", LEVELS, index=LEVELS.index(DEFAULT_LEVEL), key="w_zoo_level",
+        level_now = current.level if current is not None and loaded == name and current.level in LEVELS else None
+        level = columns[-2].selectbox("Level", LEVELS, index=LEVELS.index(level_now or DEFAULT_LEVEL),
+                                      key="w_zoo_level",
                                       help="op: one node per ATen op (what the solvers do best on); module: one "
                                            "node per module call per pass (readable for big models).")
-        cost = columns[-1].selectbox("Cost model", COST_MODELS, index=COST_MODELS.index(DEFAULT_COST),
+        cost_now = source_settings(current.source)[1].get(COST_SETTING) if loaded == name else None
+        cost = columns[-1].selectbox("Cost model", COST_MODELS,
+                                     index=COST_MODELS.index(cost_now if cost_now in COST_MODELS else DEFAULT_COST),
                                      key="w_zoo_cost", help="flops, unit (every op 1), bytes moved, or measured "
                                                             "CPU time.")
         st.caption(f"{spec.reference_params:,} parameters at the default options ({spec.reference}).")
