@@ -549,3 +549,14 @@ def test_the_model_pages_form_starts_at_the_loaded_models_options():
     assert at.number_input(key="w_zoo_resnet18_batch_size").value == 4
     at.selectbox(key="w_zoo_model").set_value("resnet50").run()
     assert at.number_input(key="w_zoo_resnet50_batch_size").value == 32  # not loaded: the zoo's, as a link's
+
+
+def test_the_budget_marks_never_share_a_line():
+    """On a narrow track (the Schedule page's budget row shares its width with the host link) the lower bound's
+    and the peak's labels ran into each other: the peak's is a line below."""
+    from explorer.widgets.budget import budget_scale, marks_html
+
+    html = marks_html(budget_scale(455 * 2 ** 20, 755 * 2 ** 20))
+    lower, peak = html.split("▲")[1:]
+    assert "lower bound" in lower and "peak" in peak
+    assert html.count("top:0.0rem") == 1 and html.count("top:1.1rem") == 1 and "height:2.4rem" in html

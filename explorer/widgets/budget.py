@@ -60,17 +60,22 @@ def _slider(scale: BudgetScale, key: str, label: str, **callback) -> None:
 
 def budget_marks(scale: BudgetScale) -> None:
     """The lower bound and the checkpoint-all peak marked under the slider's track, in the colours of their
-    lines on the Pareto chart (red is the budget's there)."""
+    lines on the Pareto chart (red is the budget's there); the peak's a line below, so that the two never run
+    into each other on a narrow track (the Schedule page shares the budget's row with the host link)."""
+    st.markdown(marks_html(scale), unsafe_allow_html=True)
+
+
+def marks_html(scale: BudgetScale) -> str:
+    """The marks of :func:`budget_marks` as HTML."""
     def where(nbytes: int) -> float:
         return 100 * (nbytes / scale.unit.size - scale.low) / max(scale.high - scale.low, 1e-12)
     marks = [(where(scale.lower_bound), MARK_LINES[LOWER_BOUND][0], f"{LOWER_BOUND} {format_bytes(scale.lower_bound)}"),
              (where(scale.peak), MARK_LINES[PEAK][0], f"{PEAK} {format_bytes(scale.peak)}")]
     items = "".join(
-        f'<div style="position:absolute;left:{x:.2f}%;transform:translateX(-{min(max(x, 0), 100):.0f}%);'
-        f'white-space:nowrap;color:{color};font-size:0.78rem;">▲ {text}</div>'
-        for x, color, text in marks)
-    st.markdown(f'<div style="position:relative;height:1.3rem;margin:-0.9rem 0.6rem 0.6rem 0.6rem;">{items}</div>',
-                unsafe_allow_html=True)
+        f'<div style="position:absolute;left:{x:.2f}%;top:{1.1 * line}rem;'
+        f'transform:translateX(-{min(max(x, 0), 100):.0f}%);white-space:nowrap;color:{color};font-size:0.78rem;">'
+        f'▲ {text}</div>' for line, (x, color, text) in enumerate(marks))
+    return f'<div style="position:relative;height:2.4rem;margin:-0.9rem 0.6rem 0.6rem 0.6rem;">{items}</div>'
 
 
 def typed_budget(scale: BudgetScale, key: str = TYPED_KEY) -> None:
