@@ -481,10 +481,12 @@ def memory_lower_bound(graph: ComputeGraph) -> int:
 
 
 def schedule_stats(graph: ComputeGraph, result: SimulationResult) -> dict[str, Any]:
-    """The stats :func:`remat_core.solve` attaches: measured figures plus the checkpoint-all baseline."""
+    """The stats :func:`remat_core.solve` attaches: measured figures plus the checkpoint-all baseline, and for a
+    schedule timed over a link its transfer lane's (:meth:`Timing.summary`: makespan, stalls, host peak, bytes)."""
     base_cost = checkpoint_all_cost(graph)
+    lane = result.timing.summary() if result.timing is not None else {}
     return {"peak": result.peak, "cost": result.cost, "computes": result.computes,
             "recomputes": result.recomputes, "recomputed_nodes": len(result.recomputed_nodes),
             "checkpoint_all_peak": checkpoint_all_peak(graph), "checkpoint_all_cost": base_cost,
-            "overhead": (result.cost / base_cost - 1.0) if base_cost > 0 else 0.0}
+            "overhead": (result.cost / base_cost - 1.0) if base_cost > 0 else 0.0, **lane}
 

@@ -99,8 +99,7 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
         result = simulate(graph, schedule, budget=budget, link=link)
     except InvalidSchedule as e:
         raise InvalidSchedule(e.step, e.op, f"solver '{solver}' returned a bad schedule: {e.reason}") from None
-    lane = {} if result.timing is None else result.timing.summary()
-    stats = {**schedule_stats(graph, result), **reserved, **lane, "solve_seconds": seconds}
+    stats = {**schedule_stats(graph, result), **reserved, "solve_seconds": seconds}
     if allocator is not None:
         schedule = schedule.with_updates(solver_info={**schedule.solver_info, "memory": "reserved",
                                                       "allocator": allocator.text()})

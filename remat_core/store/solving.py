@@ -56,8 +56,7 @@ def simulated(graph: ComputeGraph, schedule: Schedule, budget: int, solve_second
         When it breaks a rule or the budget on ``graph``.
     """
     result = simulate(graph, schedule, budget=budget, link=link)
-    lane = {} if result.timing is None else result.timing.summary()
-    stats = {**schedule_stats(graph, result), **lane, "solve_seconds": solve_seconds}
+    stats = {**schedule_stats(graph, result), "solve_seconds": solve_seconds}
     if allocator is not None:
         stats.update(replay(graph, schedule, allocator).peaks)
     return schedule.with_updates(graph=graph.name, budget=budget, simulation=result, stats=stats)
