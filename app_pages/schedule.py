@@ -23,12 +23,12 @@ from explorer.widgets.exports import comparison_records, csv_download, schedule_
 from explorer.widgets.jobs import job_panel
 from explorer.widgets.link import link_picker
 from explorer.widgets.metrics import (comparison_table, estimate_metrics, log_scale_toggle, lp_bound_toggle,
-                                      lp_bound_wanted, outcome_message, schedule_metrics, time_overhead)
+                                      lp_bound_wanted, outcome_message, schedule_metrics)
 from explorer.widgets.sidebar import sidebar_schedule
 from explorer.widgets.solvers import compare_picker, option_widgets, solver_picker, time_limit_input
 from explorer.widgets.text import plain
 from remat_core import get_solver
-from remat_core.analysis import curve_table, graph_summary
+from remat_core.analysis import curve_table, graph_summary, time_overhead
 from remat_core.graph import format_bytes
 
 

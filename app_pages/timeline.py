@@ -11,10 +11,10 @@ from explorer.jobs.waiting import awaited_outcome
 from explorer.pages import page_path
 from explorer.widgets.exports import schedule_download, snapshot_download
 from explorer.widgets.lifetime import lifetime_controls
-from explorer.widgets.metrics import outcome_message, time_overhead
+from explorer.widgets.metrics import outcome_message
 from explorer.widgets.tensor_run import tensor_run_panel
 from explorer.widgets.text import percent, plain, tensor_name
-from remat_core.analysis import describe_reason, module_groups
+from remat_core.analysis import describe_reason, module_groups, time_overhead
 from remat_core.graph import format_bytes
 from remat_core.schedule import AllocatorConfig, AllocatorSettingError, describe_op, occurrences
 

@@ -8,7 +8,7 @@ from typing import Any
 import streamlit as st
 
 from remat_core import SolveOutcome, get_solver
-from remat_core.analysis import CurvePoint, reported_gap
+from remat_core.analysis import CurvePoint, reported_gap, time_overhead
 from remat_core.graph import format_bytes
 from remat_core.solvers import FAILED, INFEASIBLE, REFUSED, STOPPED
 
@@ -26,14 +26,6 @@ def schedule_metrics(container, outcome: SolveOutcome, budget: int) -> None:
     _metrics(container, stats["peak"], time_overhead(stats), stats["recomputed_nodes"], stats["recomputes"],
              f"{stats.get('solve_seconds', 0.0) * 1e3:,.0f} ms", f"{outcome.ops:,} ops", budget, estimate=False,
              offloaded=stats.get("bytes_to_host"))
-
-
-def time_overhead(stats: dict[str, Any]) -> float:
-    """The overhead a user pays: the step's makespan over checkpoint-all's compute time when it was timed over a
-    host link (copies that do not hide count), else the cost overhead."""
-    if "makespan" in stats and stats.get("checkpoint_all_cost"):
-        return stats["makespan"] / stats["checkpoint_all_cost"] - 1
-    return stats["overhead"]
 
 
 def estimate_metrics(container, point: CurvePoint, budget: int) -> None:
