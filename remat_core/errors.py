@@ -166,3 +166,9 @@ class TraceError(RematError):
 class OnnxImportError(TraceError, GraphError):
     """An ONNX model that cannot be imported, worded like every tracing failure (the model, the
     failing op when known, a hint). Also a :class:`GraphError`: ``load_graph`` reads ``.onnx`` files."""
+
+
+class DistributedError(RematError):
+    """A run across workers that could not start or finish: a port in use, a worker that died or raised, a run
+    that timed out or was cancelled. The message names the worker (its rank and process id) when one is at fault;
+    the other workers have been stopped."""
