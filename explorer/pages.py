@@ -23,6 +23,7 @@ PAGES = (
     PageEntry("app_pages/timeline.py", "Timeline", ":material/timeline:", "timeline"),
     PageEntry("app_pages/why.py", "Why recomputed?", ":material/help:", "why"),
     PageEntry("app_pages/learn.py", "Learn", ":material/school:", "learn"),
+    PageEntry("app_pages/distributed.py", "Distributed", ":material/hub:", "distributed"),
 )
 DEFAULT_PAGE = "app_pages/model.py"
 """Where the app's root (``/``) leads: Streamlit serves its default page at ``/`` only, so the root is a hidden

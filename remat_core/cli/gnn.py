@@ -7,38 +7,13 @@ import argparse
 import sys
 
 from ..errors import GraphError
-from ..frontends.gnn import (GNN_MODELS, PARTITIONERS, WORKER_MODES, GnnGraph, GnnModel, partition_graph,
-                             read_gnn_graph, rmat_graph)
+from ..frontends.gnn import GNN_MODELS, PARTITIONERS, WORKER_MODES, GnnModel, gnn_graph, partition_graph
 from ..graph import format_bytes
 from ..run.distributed import best_chunk, simulate_workers
 from ._common import EXIT_OK, Command, aligned, print_json
 
-RMAT_SETTINGS = {"nodes": int, "edges": int, "features": int, "classes": int, "seed": int}
-
-
-def gnn_graph(text: str) -> GnnGraph:
-    """The graph a ``GRAPH`` argument names: ``rmat:nodes=N,edges=E[,features=F,classes=C,seed=S]`` or a file.
-
-    Raises
-    ------
-    GraphError
-        For a setting that is not one of R-MAT's, a value that is not a whole number, or a file that cannot be read.
-    """
-    if not text.startswith("rmat:") and text != "rmat":
-        return read_gnn_graph(text)
-    settings: dict[str, int] = {"nodes": 100_000, "edges": 1_000_000}
-    for part in filter(None, text.partition(":")[2].split(",")):
-        name, _, value = part.partition("=")
-        if name.strip() not in RMAT_SETTINGS:
-            raise GraphError(f"{text}: unknown R-MAT setting {name.strip()!r}; use {', '.join(RMAT_SETTINGS)}")
-        if not value.strip().isdigit():
-            raise GraphError(f"{text}: {name.strip()}={value.strip()!r} is not a whole number")
-        settings[name.strip()] = int(value)
-    return rmat_graph(settings.pop("nodes"), settings.pop("edges"), **settings)
-
-
-GRAPH_HELP = ("rmat:nodes=N,edges=E[,features=F,classes=C,seed=S] (generated, nothing downloaded), or an edge list "
-              "(.txt/.edges/.el/.csv/.tsv), .npz or .pt file")
+GRAPH_HELP = ("rmat:nodes=N,edges=E[,features=F,classes=C,seed=S,skew=graph500|uniform] (generated, nothing "
+              "downloaded), or an edge list (.txt/.edges/.el/.csv/.tsv), .npz or .pt file")
 
 
 def _add_partition_args(p: argparse.ArgumentParser) -> None:

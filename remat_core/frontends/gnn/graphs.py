@@ -13,6 +13,10 @@ from ...errors import GraphError
 
 GRAPH500 = (0.57, 0.19, 0.19)
 """R-MAT's quadrant probabilities a, b, c (d = 1 - a - b - c) of the Graph500 benchmark: a heavy-tailed degree skew."""
+UNIFORM = (0.25, 0.25, 0.25)
+"""Equal quadrants: no degree skew (an Erdos-Renyi-like graph), where every worker needs most others' rows."""
+SKEWS = {"graph500": GRAPH500, "uniform": UNIFORM}
+RMAT_SETTINGS = {"nodes": int, "edges": int, "features": int, "classes": int, "seed": int, "skew": str}
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,6 +116,33 @@ def rmat_graph(nodes: int, edges: int, *, features: int = 64, classes: int = 16,
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
     return _with_data(f"rmat-{nodes}-{edges}-s{seed}", np.stack([src, dst]), nodes, features, classes, rng,
                       drop_isolated)
+
+
+def gnn_graph(text: str) -> GnnGraph:
+    """The graph a text names: ``rmat:nodes=N,edges=E[,features=F,classes=C,seed=S,skew=graph500|uniform]``
+    (generated, :func:`rmat_graph`), or a file :func:`read_gnn_graph` reads.
+
+    Raises
+    ------
+    GraphError
+        For a setting that is not one of R-MAT's, a value of the wrong kind, or a file that cannot be read.
+    """
+    if not text.startswith("rmat:") and text != "rmat":
+        return read_gnn_graph(text)
+    settings: dict = {"nodes": 100_000, "edges": 1_000_000}
+    for part in filter(None, text.partition(":")[2].split(",")):
+        name, _, value = (t.strip() for t in part.partition("="))
+        if name not in RMAT_SETTINGS:
+            raise GraphError(f"{text}: unknown R-MAT setting {name!r}; use {', '.join(RMAT_SETTINGS)}")
+        if name == "skew":
+            if value not in SKEWS:
+                raise GraphError(f"{text}: skew={value!r}; use {' or '.join(SKEWS)}")
+            settings["probabilities"] = SKEWS[value]
+        elif not value.isdigit():
+            raise GraphError(f"{text}: {name}={value!r} is not a whole number")
+        else:
+            settings[name] = int(value)
+    return rmat_graph(settings.pop("nodes"), settings.pop("edges"), **settings)
 
 
 def _with_data(name: str, edges: np.ndarray, nodes: int, features: int, classes: int, rng,
