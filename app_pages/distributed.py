@@ -85,7 +85,7 @@ cut.metric("Edge cut", f"{summary['edge_cut']:.1%}", help="Edges whose ends live
 nodes_balance.metric("Node balance", f"{summary['node_balance']:.2f}", help="Largest worker's nodes over the mean.")
 edges_balance.metric("Edge balance", f"{summary['edge_balance']:.2f}",
                      help="Largest worker's aggregated edges over the mean.")
-degree.metric("Graph", f"{described['nodes']:,} nodes", delta=f"{described['edges']:,} edges", delta_color="off",
+degree.metric("Nodes", f"{described['nodes']:,}", delta=f"{described['edges']:,} edges", delta_color="off",
               delta_arrow="off", help=f"{plain(described['name'])}; largest in-degree {described['max_in_degree']:,}.")
 st.dataframe(halo_table(partition, model), hide_index=True, width="stretch")
 

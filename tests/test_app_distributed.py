@@ -79,4 +79,4 @@ def test_an_uploaded_edge_list_is_partitioned(tmp_path, monkeypatch):
     spec = keep_upload("mine.txt", text.encode())
     assert spec.startswith("upload:") and load_graph(spec).nodes <= 300
     at = distributed_page(gnn_graph=spec, gnn_workers="2")
-    assert not at.error and "mine" in str(next(m for m in at.metric if m.label == "Graph").proto.help)
+    assert not at.error and "mine" in str(next(m for m in at.metric if m.label == "Nodes").proto.help)
