@@ -94,6 +94,18 @@ def test_real_workers_give_one_process_gradients_and_the_simulated_memory(graph,
             assert measured["traffic"]["sent"] == sum(simulated.sent.values())
 
 
+@pytest.mark.parametrize("name", ["graphsage", "gcn", "gat"])
+def test_a_skewed_graph_with_nodes_without_local_neighbours(name):
+    graph = rmat_graph(3000, 12000, features=8, classes=4, seed=5)  # Graph500 skew: many nodes of degree 1
+    partition = partition_graph(graph, 3, balance="nodes")
+    src, dst = graph.edges
+    mine = (partition.owner[src] == 0) & (partition.owner[dst] == 0)
+    assert np.unique(src[mine]).size < partition.node_counts()[0]  # some of its rows send nothing to its own nodes
+    model = GnnModel(name, 8, graph.classes, width=8, heads=2)
+    run = run_distributed(graph, partition, model, "sar", measure_reference=False)
+    assert run.gradients_match, run.gradient_error
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name,mode,chunk,workers", [("gcn", "vanilla", None, 3), ("gcn", "sar", None, 3),
                                                      ("gat", "sar", 2048, 3), ("graphsage", "sar", None, 1)])

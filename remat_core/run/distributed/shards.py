@@ -25,7 +25,8 @@ class Shard:
     ----------
     source : int
     rows : torch.Tensor
-        The source's nodes this worker needs, as the source's local row numbers (sorted).
+        The source's nodes this worker needs, as the source's local row numbers (sorted); for the worker's own
+        shard, all its rows.
     src, dst : torch.Tensor
         Per edge: the row in ``rows`` order (the fetched block) and the local destination.
     matrix, matrix_t : torch.Tensor or None
@@ -92,7 +93,10 @@ def worker_shards(partition: Partition, rank: int, aggregation: str) -> WorkerSh
     into = owner[dst] == rank
     for q in range(k):
         chosen = np.flatnonzero(into & (owner[src] == q))
-        rows, position = np.unique(local_index[src[chosen]], return_inverse=True)
+        if q == rank:  # the worker's own rows, all of them, in place: nothing is fetched
+            rows, position = np.arange(mine.size), local_index[src[chosen]]
+        else:
+            rows, position = np.unique(local_index[src[chosen]], return_inverse=True)
         shard = Shard(q, torch.as_tensor(rows), torch.as_tensor(position.reshape(-1)),
                       torch.as_tensor(local_index[dst[chosen]]))
         if aggregation != "attention":
