@@ -116,7 +116,7 @@ def tables(result: dict) -> str:
              f"features, METIS. Peaks in MB (10^6 bytes): the largest worker's step, above its resident features, "
              f"shards and weights.", "",
              "| model | workers | edge cut | vanilla sim | vanilla meas | SAR sim | SAR meas | SAR/vanilla sim | "
-             "SAR/vanilla meas | SAR+chunks sim | SAR+chunks meas | SAR+chunks/vanilla | largest grad. error |",
+             "SAR/vanilla meas | SAR+chunks sim | SAR+chunks meas | SAR+chunks/vanilla | gradient difference |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["dense"]:
         errors = [row[k]["gradient_error"] for k in ("vanilla", "sar", "sar_chunked") if "gradient_error" in row.get(k, {})]
