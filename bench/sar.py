@@ -177,6 +177,7 @@ def figure(result: dict) -> None:
             if measured:
                 ax.plot(*zip(*measured), "x", color=colour, markersize=9, label=f"{label} (measured)")
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)  # 1/N is a straight line
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.set_xlabel("workers")
         ax.set_ylabel("largest worker's step peak (MB)")
