@@ -146,8 +146,9 @@ def _print_distributed(report: dict, partition) -> None:
         peaks[mode] = max(w["peak"] for w in entry["simulated"])
         if measured:
             verdict = "equal" if measured["gradients_match"] else "DIFFER"
-            out.append(f"gradients {verdict} to one process on the whole graph (largest relative difference "
-                       f"{measured['gradient_error']:.1e}); loss {measured['losses'][0]:.4f} (one process "
+            out.append(f"gradients {verdict} to one process on the whole graph (relative difference "
+                       f"{measured['gradient_error']:.1e} in float64, {measured['float32_gradient_error']:.1e} in the "
+                       f"measured float32 step); loss {measured['losses'][0]:.4f} (one process "
                        f"{measured['reference_losses'][0]:.4f})")
             peaks[mode + " measured"] = max(m["peak"] for m in measured["per_worker"])
     if "vanilla" in peaks and "sar" in peaks:

@@ -106,7 +106,7 @@ class GAT(nn.Module):
             z = linear(x).view(nodes, heads, channels)
             logits = F.leaky_relu((z * self.attend_src[k]).sum(-1).index_select(0, src)
                                   + (z * self.attend_dst[k]).sum(-1).index_select(0, dst), 0.2)
-            largest = torch.full((nodes, heads), -torch.inf).scatter_reduce(
+            largest = torch.full((nodes, heads), -torch.inf, dtype=logits.dtype).scatter_reduce(
                 0, dst.unsqueeze(-1).expand(-1, heads), logits.detach(), "amax")
             weights = torch.exp(logits - largest.index_select(0, dst))
             total = _sum_into(nodes, dst, weights)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -67,6 +67,16 @@ class WorkerShards:
     @property
     def local(self) -> Shard:
         return self.shards[self.rank]
+
+    def to_dtype(self, dtype: torch.dtype) -> "WorkerShards":
+        """A copy whose features and edge weights are ``dtype`` (the gradient check runs in float64)."""
+        def convert(m):
+            return None if m is None else torch.sparse_csr_tensor(m.crow_indices(), m.col_indices(),
+                                                                   m.values().to(dtype), m.shape)
+
+        shards = {q: replace(s, matrix=convert(s.matrix), matrix_t=convert(s.matrix_t))
+                  for q, s in self.shards.items()}
+        return replace(self, features=self.features.to(dtype), shards=shards)
 
     def resident_bytes(self) -> int:
         """Bytes held across steps: features, labels, edge indices and matrices (not counted in a step's peak)."""

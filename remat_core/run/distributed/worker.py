@@ -10,7 +10,9 @@ it (its features, shards and weights are resident, reported apart).
 
 from __future__ import annotations
 
+import copy
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -116,6 +118,13 @@ def _steps(rank: int, workers: int, job: WorkerJob, report) -> dict:
     losses = [_global_loss(holder.pop("loss"))]
     gradients = _summed_gradients(model)
     model.zero_grad(set_to_none=True)
+    report(f"worker {rank}: the step again in float64, for the gradient check")
+    exact = copy.deepcopy(model).double()
+    with warnings.catch_warnings():  # CSR "beta state" warnings
+        warnings.simplefilter("ignore", UserWarning)
+        worker_forward(exact, spec, shards.to_dtype(torch.float64), ring, job.mode, job.chunk).backward()
+    exact_gradients = _summed_gradients(exact)
+    del exact
     dist.barrier()
     started = time.perf_counter()
     step()
@@ -139,7 +148,8 @@ def _steps(rank: int, workers: int, job: WorkerJob, report) -> dict:
             "weights": sum(p.numel() * p.element_size() for p in model.parameters()), "seconds": seconds,
             "nodes": int(len(shards.nodes)), "edges_in": sum(s.edges for s in shards.shards.values()),
             "halo": sum(s.size for q, s in shards.shards.items() if q != rank), "traffic": traffic,
-            "losses": losses, "gradients": gradients if rank == 0 else None}
+            "losses": losses, "gradients": gradients if rank == 0 else None,
+            "float64_gradients": exact_gradients if rank == 0 else None}
 
 
 def _global_loss(loss: torch.Tensor) -> float:
