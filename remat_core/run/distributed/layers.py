@@ -9,7 +9,7 @@
   ``chunk`` edges at a time bound the per-edge tensors (attention only).
 
 Both give the gradients of the single-process layer; the forward and backward allocate in the order
-:mod:`remat_core.frontends.gnn.worker_graphs` models.
+:mod:`remat_core.frontends.gnn.worker_step` records.
 """
 
 from __future__ import annotations
