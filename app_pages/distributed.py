@@ -20,7 +20,7 @@ MODE_WORDS = {"vanilla": "vanilla (every remote row of a layer fetched at once, 
               "sar": "SAR (one remote worker at a time, freed; fetched again in the backward where needed)",
               "sar + chunks": "SAR with the attention's edges in chunks"}
 
-st.title("Distributed GNN training")
+st.title("Distributed")
 st.caption("Graphs too big for one machine are split across workers; each aggregates its nodes' neighbours, "
            "fetching the rows other workers own. Vanilla full-batch training fetches a layer's remote rows at once "
            "and keeps them for the backward pass; SAR (Mostafa, MLSys 2022) fetches one worker's rows at a time, "
@@ -50,7 +50,7 @@ with st.container(border=True):
         if generated:
             set_choice(graph=f"rmat:nodes={int(nodes)},edges={int(edges)},skew={skew}")
             st.rerun()
-    upload = right.file_uploader("Or upload a graph", type=[s.lstrip(".") for s in GRAPH_SUFFIXES],
+    upload = st.file_uploader("Or upload a graph", type=[s.lstrip(".") for s in GRAPH_SUFFIXES],
                                  help="An edge list (two node ids a line), or .npz / .pt with edge_index (and x, y).")
     if upload is not None and st.session_state.get("distributed_upload") != upload.file_id:
         st.session_state["distributed_upload"] = upload.file_id
