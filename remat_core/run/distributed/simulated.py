@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ...frontends.gnn import SENT_OPS, TRAFFIC_OPS, GnnModel, Partition, WorkerStep, worker_sizes, worker_step
+from ...frontends.gnn import (SENT_OPS, TRAFFIC_OPS, GnnModel, Partition, WorkerSizes, WorkerStep, worker_sizes,
+                              worker_step)
 from ...schedule import simulate
 
 CHUNK_CANDIDATES = (1 << 20, 1 << 18, 1 << 16, 1 << 15, 1 << 14, 1 << 13, 1 << 12)
@@ -47,8 +48,13 @@ class SimulatedWorker:
 def simulate_workers(partition: Partition, model: GnnModel, mode: str, chunk: int | None = None
                      ) -> list[SimulatedWorker]:
     """Every worker's step under ``mode`` (``chunk``: SAR's attention processes at most this many edges at once)."""
+    return _simulated(worker_sizes(partition, model.aggregation), model, mode, chunk)
+
+
+def _simulated(every_worker: list[WorkerSizes], model: GnnModel, mode: str, chunk: int | None
+               ) -> list[SimulatedWorker]:
     workers = []
-    for sizes in worker_sizes(partition, model.aggregation):
+    for sizes in every_worker:
         step = worker_step(sizes, model, mode, chunk)
         result = simulate(step.graph, step.ops)
         resident = result.start_memory
@@ -71,14 +77,15 @@ def best_chunk(partition: Partition, model: GnnModel) -> tuple[int | None, list[
     """SAR with the attention's edges in chunks: the chunk (from :data:`CHUNK_CANDIDATES`, smaller than the largest
     shard) whose largest worker peak is least, the largest such chunk on a tie (fewer pieces); None for models
     without per-edge tensors (their SAR has none to chunk)."""
-    best = (None, simulate_workers(partition, model, "sar"))
+    every_worker = worker_sizes(partition, model.aggregation)  # the sizes once, for every candidate
+    best = (None, _simulated(every_worker, model, "sar", None))
     if model.aggregation != "attention":
         return best
-    largest_shard = max(max(s.edges.values()) for s in worker_sizes(partition, model.aggregation))
+    largest_shard = max(max(s.edges.values()) for s in every_worker)
     for chunk in CHUNK_CANDIDATES:
         if chunk >= largest_shard:
             continue
-        workers = simulate_workers(partition, model, "sar", chunk)
+        workers = _simulated(every_worker, model, "sar", chunk)
         if max(w.peak for w in workers) < max(w.peak for w in best[1]):
             best = (chunk, workers)
     return best
