@@ -194,6 +194,31 @@ def test_four_processes_writing_one_store_at_once_all_succeed(tmp_path, graph_fi
     assert stored == sorted(int(peak * int(b[:-1]) / 100) for b in budgets)
 
 
+def _open_at_the_barrier(path, barrier, answers):
+    barrier.wait()
+    opened = ResultStore(path)
+    answers.put(opened.off_reason)
+    opened.close()
+
+
+def test_processes_creating_one_new_store_at_the_same_instant_all_open_it(tmp_path):
+    """Found in CI: one process read the schema while another was creating it (taken for another program's
+    database), or was refused the switch to WAL at once (SQLite's busy handler does not cover it)."""
+    import multiprocessing
+    context = multiprocessing.get_context("fork")
+    for trial in range(12):
+        barrier, answers = context.Barrier(4), context.Queue()
+        workers = [context.Process(target=_open_at_the_barrier, args=(tmp_path / f"{trial}.sqlite", barrier, answers))
+                   for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        reasons = [answers.get(timeout=60) for _ in workers]
+        for worker in workers:
+            worker.join(timeout=60)
+        assert reasons == [None] * 4, (trial, reasons)
+        assert ResultStore(tmp_path / f"{trial}.sqlite").stats()["entries"] == 0
+
+
 def test_a_killed_writer_leaves_only_whole_rows(tmp_path, graph_file):
     path = tmp_path / "results.sqlite"
     sweep = subprocess.Popen([sys.executable, "-m", "remat_core", "sweep", str(graph_file), "-s", "checkmate-milp",

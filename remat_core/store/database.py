@@ -274,9 +274,11 @@ class ResultStore:
         connection = sqlite3.connect(str(self.path), timeout=self.busy_timeout, isolation_level=None)
         try:
             connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            connection.execute("BEGIN")  # one snapshot: another process may be creating the store right now
             application_id = connection.execute("PRAGMA application_id").fetchone()[0]
             schema = connection.execute("PRAGMA user_version").fetchone()[0]
-            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = _tables(connection)
+            connection.execute("COMMIT")
             if application_id != APPLICATION_ID and tables:
                 raise _Unusable(f"{self.path} is an SQLite database of another program (tables: "
                                 f"{', '.join(sorted(tables))}); it is left as it is: give --store another path")
@@ -288,14 +290,15 @@ class ResultStore:
                 check = connection.execute("PRAGMA quick_check").fetchall()
                 if check != [("ok",)]:
                     raise _Damaged("; ".join(str(row[0]) for row in check[:3]))
-                connection.execute("PRAGMA journal_mode = WAL")
+                _retried_while_busy(lambda: connection.execute("PRAGMA journal_mode = WAL"), self.busy_timeout)
                 connection.execute("PRAGMA synchronous = NORMAL")
             if "results" not in tables:
                 connection.execute("BEGIN IMMEDIATE")
-                for statement in SCHEMA:
-                    connection.execute(statement)
-                connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                if "results" not in _tables(connection):  # not created by another process meanwhile
+                    for statement in SCHEMA:
+                        connection.execute(statement)
+                    connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 connection.execute("COMMIT")
             if self.path != MEMORY:
                 self._inode = self.path.stat().st_ino
@@ -329,6 +332,24 @@ class ResultStore:
     def _turn_off(self, reason: str) -> None:
         self.off_reason = f"the results store {self.path}: {reason}"
         _log.warning("warning: %s; going on without it", self.off_reason)
+
+
+def _tables(connection: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _retried_while_busy(statement: Callable[[], T], busy_timeout: float) -> T:
+    """``statement()``, tried again while another connection holds the file busy, for up to ``busy_timeout``
+    seconds: SQLite answers a change of journal mode with SQLITE_BUSY at once, without its busy handler."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            return statement()
+        except sqlite3.OperationalError as error:
+            busy = (getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _beside(path: Path, suffix: str) -> Path:
