@@ -22,6 +22,9 @@ GNN_MODELS = {"graphsage": "mean", "gcn": "gcn", "gat": "attention"}
 """The GNNs that run across workers, and how each aggregates."""
 WORKER_MODES = ("vanilla", "sar")
 FLOAT = 4
+GRADIENT_PIECES = 4
+"""SAR's weighted sums send each round's gradient home in this many pieces of rows: a quarter block in flight
+each way instead of two whole blocks, for four times the messages (each still thousands of rows)."""
 """Bytes per value (float32)."""
 TRAFFIC_OPS = {"gnn.fetch": "forward", "gnn.refetch": "refetch", "gnn.gradient_home": "backward"}
 """Node ops that are bytes received from a peer, and what they carry (as the real run's byte counters name it)."""
@@ -111,6 +114,11 @@ def worker_sizes(partition: Partition, aggregation: str) -> list[WorkerSizes]:
                         {t: int(fetched[t, p]) for t in range(k) if t != p}) for p in range(k)]
 
 
+def _piece(rows: int, piece: int, pieces: int) -> int:
+    """Rows in piece ``piece`` of a block of ``rows`` cut in ``pieces`` (as the run cuts it)."""
+    return rows * (piece + 1) // pieces - rows * piece // pieces
+
+
 class _Recorder:
     """Nodes, edges and ops in the order the step allocates and frees."""
 
@@ -195,9 +203,11 @@ class _Step:
         rec.free(send)
         return rows
 
-    def send_home(self, layer: int, to: int, width: int, reads) -> None:
-        """A block's gradient sent to its owner while the peer's comes in (added in place, then freed)."""
-        got = self.rec.new(f"gradient from {to}", self.sizes.sent[to] * width * FLOAT, reads, kind="backward",
+    def send_home(self, layer: int, to: int, width: int, reads, rows: int | None = None) -> None:
+        """A block's gradient (or ``rows`` of it) sent to its owner while the peer's comes in (added in place, then
+        freed)."""
+        rows = self.sizes.sent[to] if rows is None else rows
+        got = self.rec.new(f"gradient from {to}", rows * width * FLOAT, reads, kind="backward",
                            op="gnn.gradient_home", layer=layer)
         self.rec.free(got)
 
@@ -226,11 +236,14 @@ class _WeightedSumStep(_Step):
         rec, sizes = self.rec, self.sizes
         grad_x = rec.new("aggregate_backward", self.n * width * FLOAT, [grad], kind="backward",
                          op="gnn.aggregate_backward", layer=layer, cost=2 * sizes.edges[sizes.rank] * width)
+        pieces = 1 if self.mode == "vanilla" else GRADIENT_PIECES
         for to, source in sizes.rounds():
-            back = rec.new(f"gradient for {source}", sizes.fetched[source] * width * FLOAT, [grad], kind="backward",
-                           op="gnn.gradient_out", layer=layer, cost=2 * sizes.edges[source] * width)
-            self.send_home(layer, to, width, [back])
-            rec.free(back)
+            for piece in range(pieces):
+                rows, coming = (_piece(sizes.fetched[source], piece, pieces), _piece(sizes.sent[to], piece, pieces))
+                back = rec.new(f"gradient for {source}", rows * width * FLOAT, [grad], kind="backward",
+                               op="gnn.gradient_out", layer=layer, cost=2 * sizes.edges[source] * width / pieces)
+                self.send_home(layer, to, width, [back], coming)
+                rec.free(back)
         rec.free(*halo.values())
         return grad_x
 
@@ -373,9 +386,11 @@ class _AttentionStep(_Step):
                     for edges in self.chunks(sizes.edges[source]):
                         pre, weights = self.edge_weights(k, edges, heads, el_rows, er, largest)
                         rec.free(pre)
-                        messages = rec.new("messages", edges * hc * FLOAT, [z_rows, weights, num],
-                                           op="gnn.attention", layer=k, cost=2 * edges * hc)
-                        rec.free(messages, weights)
+                        for _ in range(heads):  # one head's messages at a time
+                            messages = rec.new("messages", edges * channels * FLOAT, [z_rows, weights, num],
+                                               op="gnn.attention", layer=k, cost=2 * edges * channels)
+                            rec.free(messages)
+                        rec.free(weights)
                     if to is not None:
                         rec.free(z_rows, el_rows)
             out = rec.new("attention", n * hc * FLOAT, [num, den], op="gnn.attention", layer=k)
@@ -395,20 +410,25 @@ class _AttentionStep(_Step):
         er, largest, grad_num, grad_den, *into = common
         if kept is None:
             pre, weights = self.edge_weights(layer, edges, heads, el_rows, er, largest)
-            messages = rec.new("messages", edges * hc * FLOAT, [z_rows], op="gnn.attention", kind="backward",
-                               layer=layer)
+            messages = None
         else:
             pre, weights, messages = kept
-        grad_messages = rec.new("message gradients", edges * hc * FLOAT, [grad_num], kind="backward",
-                                op="gnn.attention_backward", layer=layer)
-        grad_weights = rec.new("weight gradients", edges * heads * FLOAT, [grad_messages, messages, grad_den],
-                               kind="backward", op="gnn.attention_backward", layer=layer,
-                               transient=edges * heads * FLOAT, cost=2 * edges * hc)
-        rec.free(messages)
-        rec.new("row gradients", 0, [grad_messages, weights, *into], kind="backward", op="gnn.attention_backward",
-                layer=layer, cost=2 * edges * hc)
-        rec.free(grad_messages)
-        rec.free(weights)
+        channels = hc // heads
+        grad_weights = rec.new("weight gradients", edges * heads * FLOAT, [grad_den], kind="backward",
+                               op="gnn.attention_backward", layer=layer)
+        for _ in range(heads):  # one head at a time, as the forward
+            grad_messages = rec.new("message gradients", edges * channels * FLOAT, [grad_num], kind="backward",
+                                    op="gnn.attention_backward", layer=layer)
+            head_messages = messages if messages is not None else rec.new(
+                "messages", edges * channels * FLOAT, [z_rows], op="gnn.attention", kind="backward", layer=layer)
+            rec.new("weight gradients added", 0, [grad_messages, head_messages, grad_weights], kind="backward",
+                    op="gnn.attention_backward", layer=layer, transient=edges * FLOAT, cost=2 * edges * channels)
+            if messages is None:
+                rec.free(head_messages)
+            rec.new("row gradients", 0, [grad_messages, weights, *into], kind="backward",
+                    op="gnn.attention_backward", layer=layer, cost=2 * edges * channels)
+            rec.free(grad_messages)
+        rec.free(messages, weights)
         grad_pre = rec.new("logit gradients", edges * heads * FLOAT, [grad_weights, pre], kind="backward",
                            op="gnn.attention_backward", layer=layer, cost=4 * edges * heads)
         rec.free(grad_weights, pre)

@@ -5,8 +5,10 @@
   passing kernels of DGL and PyG keep their inputs); the backward sends each fetched row's gradient home.
 - **sar** (sequential aggregation and rematerialization, Mostafa 2022): one source worker at a time, its
   rows freed once aggregated. Weighted sums (mean, GCN) need no rows in the backward (``matrix_t @ grad`` is
-  sent home); attention fetches the rows again, recomputes the shard's edge weights and frees them again.
-  ``chunk`` edges at a time bound the per-edge tensors (attention only).
+  sent home, in :data:`GRADIENT_PIECES` pieces of rows so that two whole blocks are never in flight); attention
+  fetches the rows again, recomputes the shard's edge weights and frees them again. Its messages are formed one
+  head at a time (E x C, never E x H x C: the nearest plain torch comes to the paper's fused attention kernels).
+  ``chunk`` edges at a time bound the per-edge tensors further (attention only).
 
 Both give the gradients of the single-process layer; the forward and backward allocate in the order
 :mod:`remat_core.frontends.gnn.worker_step` records.
@@ -20,6 +22,7 @@ from typing import Iterator
 import torch
 from torch.nn import functional as F
 
+from ...frontends.gnn import GRADIENT_PIECES
 from .ring import Ring
 from .shards import Shard, WorkerShards
 
@@ -51,9 +54,11 @@ class LayerPlan:
         self.ring.swap(to, send, source, into, self.layer, what)
         return into
 
-    def send_home(self, to: int, source: int, gradient: torch.Tensor, grad_rows: torch.Tensor) -> None:
-        """Send a fetched block's gradient back to its source; add what ``to`` sends back into ``grad_rows``."""
-        rows = self.shards.send_rows[to]
+    def send_home(self, to: int, source: int, gradient: torch.Tensor, grad_rows: torch.Tensor,
+                  start: int = 0, end: int | None = None) -> None:
+        """Send a fetched block's gradient (or a piece of it) back to its source; add what ``to`` sends back for
+        the rows it fetched from us (those from ``start`` to ``end``) into ``grad_rows``."""
+        rows = self.shards.send_rows[to][start:end]
         got = grad_rows.new_empty((rows.numel(), *grad_rows.shape[1:]))
         self.ring.swap(source, gradient, to, got, self.layer, "backward")
         grad_rows.index_add_(0, rows, got)
@@ -87,12 +92,32 @@ class WeightedSum(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         plan = ctx.plan
         grad_x = grad.new_zeros(grad.shape).addmm_(plan.shards.local.matrix_t, grad)
+        pieces = 1 if plan.mode == "vanilla" else GRADIENT_PIECES
         for to, source, shard in plan.remote():
-            back = grad.new_zeros((shard.size, grad.shape[1])).addmm_(shard.matrix_t, grad)
-            plan.send_home(to, source, back, grad_x)
-            del back
+            coming = plan.shards.send_rows[to].numel()
+            for (start, end), (got_start, got_end) in zip(piece_bounds(shard.size, pieces),
+                                                          piece_bounds(coming, pieces)):
+                rows = _csr_rows(shard.matrix_t, start, end)
+                back = grad.new_zeros((end - start, grad.shape[1])).addmm_(rows, grad)
+                plan.send_home(to, source, back, grad_x, got_start, got_end)
+                del back
         ctx.halo = None
         return grad_x, None
+
+
+def piece_bounds(rows: int, pieces: int) -> list[tuple[int, int]]:
+    """``pieces`` near-equal row ranges of a block of ``rows`` rows (empty ones when it has fewer): sender and
+    receiver know the same sizes, so both cut a block at the same rows."""
+    return [(rows * i // pieces, rows * (i + 1) // pieces) for i in range(pieces)]
+
+
+def _csr_rows(matrix: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """Rows ``start:end`` of a CSR matrix, sharing its column indices and values."""
+    crow = matrix.crow_indices()
+    first, last = int(crow[start]), int(crow[end])
+    return torch.sparse_csr_tensor(crow[start:end + 1] - first, matrix.col_indices()[first:last],
+                                   matrix.values()[first:last], (end - start, matrix.shape[1]),
+                                   check_invariants=False)
 
 
 def _logits(el_rows: torch.Tensor, er: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
@@ -155,10 +180,12 @@ class Attention(torch.autograd.Function):
                 for src, dst in plan.edge_chunks(shard):
                     weights = _weights(_logits(el_rows, er, src, dst), largest, dst)
                     den.index_add_(0, dst, weights)
-                    messages = z_rows.index_select(0, src)
-                    messages *= weights.unsqueeze(-1)
-                    num.index_add_(0, dst, messages)
-                    del messages, weights
+                    for head in range(heads):  # E x C at a time, never E x H x C: the paper's fused kernels hold none
+                        messages = z_rows[:, head].index_select(0, src)
+                        messages *= weights[:, head:head + 1]
+                        num[:, head].index_add_(0, dst, messages)
+                        del messages
+                    del weights
                 del fetched, z_rows, el_rows
         den.masked_fill_(den == 0, 1)  # a node without in-edges: num is 0, so out is 0
         out = num / den.unsqueeze(-1)
@@ -218,16 +245,19 @@ def _edge_gradients(z_rows, el_rows, src, dst, er, largest, grad_num, grad_den, 
     if kept is None:
         pre = _logits(el_rows, er, src, dst)
         weights = _weights(pre, largest, dst)
-        messages = z_rows.index_select(0, src)
+        messages = None
     else:
         pre, weights, messages = kept.pop(0)
-    grad_messages = grad_num.index_select(0, dst)
-    grad_weights = (grad_messages.unsqueeze(-2) @ messages.unsqueeze(-1)).view(weights.shape)
+    grad_weights = grad_den.index_select(0, dst)
+    for head in range(weights.shape[1]):  # one head at a time: E x C blocks, as in the forward
+        grad_messages = grad_num[:, head].index_select(0, dst)
+        head_messages = z_rows[:, head].index_select(0, src) if messages is None else messages[:, head]
+        grad_weights[:, head] += (grad_messages.unsqueeze(-2) @ head_messages.unsqueeze(-1)).view(-1)
+        del head_messages
+        grad_messages *= weights[:, head:head + 1]
+        grad_z_rows[:, head].index_add_(0, src, grad_messages)
+        del grad_messages
     del messages
-    grad_weights += grad_den.index_select(0, dst)
-    grad_messages *= weights.unsqueeze(-1)
-    grad_z_rows.index_add_(0, src, grad_messages)
-    del grad_messages
     grad_weights *= weights
     del weights
     grad_pre = torch.ops.aten.leaky_relu_backward(grad_weights, pre, NEGATIVE_SLOPE, False)
