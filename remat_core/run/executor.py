@@ -307,10 +307,12 @@ class _Runner:
         accumulated = self.binding.accumulations.get(node_id)
         if node_id not in self.binding.producer and accumulated is None:  # the end of the step: it reads, computes nothing
             value, key = None, f"{node_id}:end"
-        elif accumulated is not None:  # added into the first gradient in place, as AccumulateGrad does
+        elif accumulated is not None:  # as autograd's engine sums them: see the tracer's ``_accumulate``
             values = [self._value(self.fx_nodes[name], node_id) for name in accumulated]
-            value, key = values[0], f"{node_id}:sum"
-            for other in values[1:]:
+            key = f"{node_id}:sum"
+            in_place = self.graph.node(node_id).op == "aten.add_"
+            value = values[0] if in_place else values[0] + values[1]
+            for other in values[1 if in_place else 2:]:
                 value.add_(other)
         else:
             key = self.binding.producer[node_id]

@@ -430,23 +430,31 @@ class _GraphBuilder:
             if len(owners) == 1:
                 grad = owners[0]
             else:
-                grad = self._accumulate(param, owners, contributions)
+                contributions = sorted(contributions, key=lambda c: self.drafts.index(
+                    self.by_id[self._single_owner(c[1], f"the gradient of {c[0]}")]))  # as autograd's engine adds them
+                grad = self._accumulate(param, contributions)
                 accumulations[grad] = tuple(arg.name for _, arg in contributions)
             outputs.append(grad)
             for name, _ in contributions:
                 param_grads[name] = grad
         return outputs, param_grads, buffer_updates, accumulations
 
-    def _accumulate(self, param: str, owners: list[str], contributions: list[tuple[str, fx.Node]]) -> str:
-        """A synthetic node adding a tied parameter's later gradients into its first, in place (0 bytes: the first
-        gradient's storage holds the sum), placed after the last of them."""
+    def _accumulate(self, param: str, contributions: list[tuple[str, fx.Node]]) -> str:
+        """A synthetic node summing a tied parameter's gradients (``contributions`` in the order they arrive), placed
+        after the last of them. As autograd's engine does: into the first gradient's storage in place (0 bytes)
+        when that gradient is a tensor of its own; when it is a view (``t`` of a weight gradient, as a tied output
+        layer's is), its storage is shared with its base and the sum is a new tensor of the parameter's size."""
         pinned = self.by_id[param]
         node_id = f"{param}_grad_sum"
+        owners = list(dict.fromkeys(self._single_owner(arg, f"the gradient of {name}") for name, arg in contributions))
+        first_arg = contributions[0][1]
+        in_place = first_arg.name == owners[0]
         position = max(self.drafts.index(self.by_id[o]) for o in owners) + 1
         names = [name for name, _ in contributions]
-        self._add(_Draft(node_id, 0, accumulation_cost(self.cost, contributions[0][1].meta["val"], len(owners)),
-                         "backward", False, "aten.add_", pinned.shape, pinned.dtype, pinned.module,
-                         f"grad sum ({', '.join(names)})", list(owners)), None, position)
+        self._add(_Draft(node_id, 0 if in_place else pinned.mem,
+                         accumulation_cost(self.cost, first_arg.meta["val"], len(owners)),
+                         "backward", False, "aten.add_" if in_place else "aten.add", pinned.shape, pinned.dtype,
+                         pinned.module, f"grad sum ({', '.join(names)})", owners), None, position)
         return node_id
 
     def _step_end(self, gradients: list[str], accumulations: Mapping[str, tuple[str, ...]]) -> str:
@@ -457,8 +465,8 @@ class _GraphBuilder:
             node_id += "_"
         held = list(gradients)
         for grad in gradients:
-            if grad in accumulations:
-                held.append(next(p for p in self.by_id[grad].preds))
+            if grad in accumulations and self.by_id[grad].op == "aten.add_":  # summed into the first's storage
+                held.append(self.by_id[grad].preds[0])
         loss = self._single_owner(self.loss_fx, "the loss")
         model_outputs = [p for d in self.drafts if d.kind == "loss" for p in d.preds
                          if not self.by_id[p].pinned and self.by_id[p].kind == "forward"]
