@@ -87,6 +87,26 @@ def test_a_recomputed_dropout_draws_its_forward_mask_again():
         assert report.gradients_equal, report.summary()
 
 
+def test_sacs_route_holds_what_the_forward_hands_back_whatever_the_plan_says():
+    """Found on gpt2: a plan that recomputes the logits (the model's output) was simulated as freeing them, but
+    the caller holds them: SAC ran 26% over its route. The route keeps returned values from their computation to
+    the end of the step, once, as a real step does."""
+    from remat_core.frontends.trace import trace_zoo_model
+    from remat_core.run.forward import forward_program
+    from remat_core.run.sac_route import sac_route_ops, step_returns
+    graph = trace_zoo_model("gpt2", batch_size=1, seq_len=8, depth=1)
+    schedule = solve(graph, memory_lower_bound(graph), "lifetime-split")
+    decisions = plan_decisions(graph, schedule.ops)
+    returned = [o for name in step_returns(graph) for o in graph.attachments["fx_binding"].storage[name]
+                if graph.node(o).kind == "forward"]
+    assert any(decisions.of(o) == RECOMPUTE for o in returned)  # the plan would free one
+    ops = sac_route_ops(decisions, forward_program(decisions, step_returns(graph)))
+    for owner in returned:
+        touched = [(kind, step) for step, (kind, v) in enumerate(ops) if v == owner]
+        assert [kind for kind, _ in touched] == ["compute", "free"]
+        assert touched[1][1] > next(step for step, (_, v) in enumerate(ops) if v == "step_end")
+
+
 def test_compile_puts_the_plan_in_inductors_partitioner():
     """The one compile in the default run (Inductor builds C++ kernels): a model of a few small ops."""
     graph = trace_training_graph(*residual_mlp(width=16, depth=2, batch=4))

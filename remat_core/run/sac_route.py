@@ -8,8 +8,9 @@ until then. :func:`sac_route_ops` writes that down as compute and free ops of th
 
 - forward: the forward nodes in the program's order; a node is freed after its last forward reader
   unless the backward needs it and SAC keeps it (a ``MUST_SAVE`` op's output, any output of a
-  region that is not checkpointed), it is an input of a checkpointed region (held until that
-  region has been recomputed), or the step's end holds it (the outputs, the loss);
+  region that is not checkpointed, a value the forward returns: the caller holds it whatever the
+  plan says), it is an input of a checkpointed region (held until that region has been
+  recomputed), or the step's end holds it (the outputs, the loss);
 - backward: the backward nodes in order; before one that reads a tensor no longer resident, that
   tensor's region is recomputed in one run (its recomputed nodes in order, up to the last one the
   backward needs, intermediates freed after their last reader inside the run); every tensor is
@@ -54,8 +55,10 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
     readers = {v: [s for s in graph.succs(v)] for v in graph.ids}
     needed_later = {v for v in order if any(kinds[s] not in FORWARD_KINDS for s in readers[v])}
 
-    def held_by_sac(v: str) -> bool:
-        return region_of[v] not in checkpointed or decisions.of(v) == KEEP
+    returned = {o for name in program.returns for o in binding.storage.get(name, ())}
+
+    def held_by_sac(v: str) -> bool:  # a value the forward hands back is held by the caller, whatever the plan says
+        return region_of[v] not in checkpointed or decisions.of(v) == KEEP or v in returned
 
     region_inputs = {k: {o for name in r.inputs for o in binding.storage.get(name, ())
                          if o in region_of and o not in pinned}
