@@ -12,8 +12,8 @@ anything runs. Pure numpy (``pymetis`` for METIS, ``torch`` only to read a ``.pt
 from .graphs import SKEWS, GnnGraph, gnn_graph, read_gnn_graph, rmat_graph
 from .partition import PARTITIONERS, Partition, partition_graph
 from .worker_step import (GNN_MODELS, GRADIENT_PIECES, SENT_OPS, TRAFFIC_OPS, WORKER_MODES, GnnModel, WorkerSizes,
-                          WorkerStep, edge_weights, worker_sizes, worker_step)
+                          WorkerStep, edge_weights, piece_bounds, worker_sizes, worker_step)
 
 __all__ = ["edge_weights", "GNN_MODELS", "GRADIENT_PIECES", "gnn_graph", "GnnGraph", "GnnModel", "PARTITIONERS",
-           "Partition", "partition_graph", "read_gnn_graph", "rmat_graph", "SENT_OPS", "SKEWS", "TRAFFIC_OPS",
-           "WORKER_MODES", "WorkerSizes", "WorkerStep", "worker_sizes", "worker_step"]
+           "Partition", "partition_graph", "piece_bounds", "read_gnn_graph", "rmat_graph", "SENT_OPS", "SKEWS",
+           "TRAFFIC_OPS", "WORKER_MODES", "WorkerSizes", "WorkerStep", "worker_sizes", "worker_step"]

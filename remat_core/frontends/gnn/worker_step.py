@@ -114,9 +114,10 @@ def worker_sizes(partition: Partition, aggregation: str) -> list[WorkerSizes]:
                         {t: int(fetched[t, p]) for t in range(k) if t != p}) for p in range(k)]
 
 
-def _piece(rows: int, piece: int, pieces: int) -> int:
-    """Rows in piece ``piece`` of a block of ``rows`` cut in ``pieces`` (as the run cuts it)."""
-    return rows * (piece + 1) // pieces - rows * piece // pieces
+def piece_bounds(rows: int, pieces: int) -> list[tuple[int, int]]:
+    """``pieces`` near-equal row ranges of a block of ``rows`` rows (empty ones when it has fewer): sender and
+    receiver know the same sizes, so both cut a block at the same rows."""
+    return [(rows * i // pieces, rows * (i + 1) // pieces) for i in range(pieces)]
 
 
 class _Recorder:
@@ -238,11 +239,11 @@ class _WeightedSumStep(_Step):
                          op="gnn.aggregate_backward", layer=layer, cost=2 * sizes.edges[sizes.rank] * width)
         pieces = 1 if self.mode == "vanilla" else GRADIENT_PIECES
         for to, source in sizes.rounds():
-            for piece in range(pieces):
-                rows, coming = (_piece(sizes.fetched[source], piece, pieces), _piece(sizes.sent[to], piece, pieces))
-                back = rec.new(f"gradient for {source}", rows * width * FLOAT, [grad], kind="backward",
+            for (start, end), (got_start, got_end) in zip(piece_bounds(sizes.fetched[source], pieces),
+                                                          piece_bounds(sizes.sent[to], pieces)):
+                back = rec.new(f"gradient for {source}", (end - start) * width * FLOAT, [grad], kind="backward",
                                op="gnn.gradient_out", layer=layer, cost=2 * sizes.edges[source] * width / pieces)
-                self.send_home(layer, to, width, [back], coming)
+                self.send_home(layer, to, width, [back], got_end - got_start)
                 rec.free(back)
         rec.free(*halo.values())
         return grad_x

@@ -22,7 +22,7 @@ from typing import Iterator
 import torch
 from torch.nn import functional as F
 
-from ...frontends.gnn import GRADIENT_PIECES
+from ...frontends.gnn import GRADIENT_PIECES, piece_bounds
 from .ring import Ring
 from .shards import Shard, WorkerShards
 
@@ -103,12 +103,6 @@ class WeightedSum(torch.autograd.Function):
                 del back
         ctx.halo = None
         return grad_x, None
-
-
-def piece_bounds(rows: int, pieces: int) -> list[tuple[int, int]]:
-    """``pieces`` near-equal row ranges of a block of ``rows`` rows (empty ones when it has fewer): sender and
-    receiver know the same sizes, so both cut a block at the same rows."""
-    return [(rows * i // pieces, rows * (i + 1) // pieces) for i in range(pieces)]
 
 
 def _csr_rows(matrix: torch.Tensor, start: int, end: int) -> torch.Tensor:
