@@ -425,31 +425,32 @@ class _GraphBuilder:
         param_grads: dict[str, str] = {}
         accumulations: dict[str, tuple[str, ...]] = {}
         for param, contributions in grads_of.items():
-            owners = list(dict.fromkeys(self._single_owner(arg, f"the gradient of {name}")
-                                        for name, arg in contributions))
+            owned = sorted(((self._single_owner(arg, f"the gradient of {name}"), name, arg)
+                            for name, arg in contributions),
+                           key=lambda o: self.drafts.index(self.by_id[o[0]]))  # the order autograd's engine adds them
+            contributions = [(name, arg) for _, name, arg in owned]
+            owners = list(dict.fromkeys(owner for owner, _, _ in owned))
             if len(owners) == 1:
                 grad = owners[0]
             else:
-                contributions = sorted(contributions, key=lambda c: self.drafts.index(
-                    self.by_id[self._single_owner(c[1], f"the gradient of {c[0]}")]))  # as autograd's engine adds them
-                grad = self._accumulate(param, contributions)
+                grad = self._accumulate(param, owners, contributions)
                 accumulations[grad] = tuple(arg.name for _, arg in contributions)
             outputs.append(grad)
             for name, _ in contributions:
                 param_grads[name] = grad
         return outputs, param_grads, buffer_updates, accumulations
 
-    def _accumulate(self, param: str, contributions: list[tuple[str, fx.Node]]) -> str:
-        """A synthetic node summing a tied parameter's gradients (``contributions`` in the order they arrive), placed
-        after the last of them. As autograd's engine does: into the first gradient's storage in place (0 bytes)
-        when that gradient is a tensor of its own; when it is a view (``t`` of a weight gradient, as a tied output
-        layer's is), its storage is shared with its base and the sum is a new tensor of the parameter's size."""
+    def _accumulate(self, param: str, owners: list[str], contributions: list[tuple[str, fx.Node]]) -> str:
+        """A synthetic node summing a tied parameter's gradients (``owners``, their storages, and ``contributions``
+        in the order they arrive), placed after the last of them. As autograd's engine does: into the first
+        gradient's storage in place (0 bytes) when that gradient is a tensor of its own; when it is a view (``t``
+        of a weight gradient, as a tied output layer's is), its storage is shared with its base and the sum is a
+        new tensor of the parameter's size."""
         pinned = self.by_id[param]
         node_id = f"{param}_grad_sum"
-        owners = list(dict.fromkeys(self._single_owner(arg, f"the gradient of {name}") for name, arg in contributions))
         first_arg = contributions[0][1]
         in_place = first_arg.name == owners[0]
-        position = max(self.drafts.index(self.by_id[o]) for o in owners) + 1
+        position = self.drafts.index(self.by_id[owners[-1]]) + 1
         names = [name for name, _ in contributions]
         self._add(_Draft(node_id, 0 if in_place else pinned.mem,
                          accumulation_cost(self.cost, first_arg.meta["val"], len(owners)),
