@@ -12,6 +12,7 @@ import job_functions
 import numpy as np
 import pytest
 import torch
+from app_solves import solved
 from hypothesis import example, given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
@@ -53,7 +54,7 @@ def app(page: str | None = None) -> AppTest:
     at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()
     assert not at.exception, at.exception
     if page is not None:
-        settled(at.switch_page(page).run())
+        solved(at.switch_page(page).run())
     return at
 
 
@@ -96,15 +97,6 @@ def test_moving_the_budget_slider_changes_the_metrics_and_the_sidebar():
     assert f"Budget **{budget_scale_of(at).label(top_budget)}**" in sidebar_text(at)
     solved(at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run())
     assert not at.exception and texts(at) != texts_at_top(at, top_budget)
-
-
-def solved(at: AppTest) -> AppTest:
-    """Rerun once the session solver's solve at the session's budget has ended (as the page's poll would)."""
-    session = at.session_state
-    solver = session[state.SOLVER]
-    awaited_solve(session[state.MODEL].graph, session[state.BUDGET], solver,
-                  options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
-    return at.run()
 
 
 def texts_at_top(at: AppTest, budget: int) -> list[str]:
@@ -153,7 +145,7 @@ def test_an_infeasible_budget_names_the_smallest_feasible_one_and_offers_it():
     solver, limit = at.session_state[state.SOLVER], at.session_state[state.TIME_LIMIT]
     smallest = sweep_status(graph, solver, (), limit, wait=120).curve.smallest_feasible()
     assert memory_lower_bound(graph) <= smallest < checkpoint_all_peak(graph)  # below what the solve itself knows
-    settled(at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run())
+    solved(at.slider(key="w_budget").set_value(at.slider(key="w_budget").min).run())
     assert not at.exception and not at.metric
     warning = at.warning[0].value
     assert "infeasible" in warning
@@ -213,7 +205,7 @@ def test_node_names_that_look_like_markdown_are_shown_as_typed_on_the_why_page()
     at = app()
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.BUDGET] = (memory_lower_bound(graph) + checkpoint_all_peak(graph)) // 2
-    settled(at.switch_page("app_pages/why.py").run())
+    solved(at.switch_page("app_pages/why.py").run())
     assert not at.exception
     described = [m.value for m in at.markdown if "computation of" in m.value]
     assert described and any(plain(name) in text for name in MARKDOWN_NAMES for text in described)
@@ -380,7 +372,7 @@ def test_generating_a_graph_replaces_the_model():
 def test_the_timeline_page_shows_what_is_resident_at_a_step():
     at = app()
     at.session_state[state.BUDGET] = 10**12
-    settled(at.switch_page("app_pages/timeline.py").run())
+    solved(at.switch_page("app_pages/timeline.py").run())
     assert not at.exception
     frames = json.loads(at.get("plotly_chart")[0].proto.spec)["frames"]
     assert frames
@@ -389,16 +381,6 @@ def test_the_timeline_page_shows_what_is_resident_at_a_step():
     resident = at.dataframe[0].value
     graph = at.session_state[state.MODEL].graph
     assert len(resident) == sum(graph.pinned) + 1  # the pinned tensors and the first activation
-
-
-def settled(at: AppTest) -> AppTest:
-    """The page run again once the session's solve at its budget has ended (a searching solver's, such as
-    auto's, is not waited for by the page)."""
-    session = at.session_state
-    solver = session[state.SOLVER]
-    awaited_solve(session[state.MODEL].graph, session[state.BUDGET], solver,
-                  options_key(session[state.OPTIONS].get(solver, {})), session[state.TIME_LIMIT])
-    return at.run()
 
 
 def current_solve_key(at: AppTest) -> tuple:
@@ -449,7 +431,7 @@ def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_sched
     at = app()
     at.session_state[state.MODEL] = model
     at.session_state[state.BUDGET] = state.default_budget(graph)
-    settled(at.switch_page("app_pages/timeline.py").run())
+    solved(at.switch_page("app_pages/timeline.py").run())
     budget, solver = at.session_state[state.BUDGET], at.session_state[state.SOLVER]
     run_button(at).click().run()
     _, check, error = tensor_check_status(current_solve_key(at), wait=300)
@@ -467,7 +449,7 @@ def test_a_failed_run_on_real_tensors_says_why_and_keeps_the_model_and_the_sched
 def test_a_graph_read_from_a_file_cannot_run_on_real_tensors():
     at = app("app_pages/model.py")
     upload(at, "mine.json", json.dumps(training_chain(7, mem=2**20).to_json()).encode())
-    settled(at.switch_page("app_pages/timeline.py").run())
+    solved(at.switch_page("app_pages/timeline.py").run())
     assert not at.exception and run_button(at).disabled
     assert any("No model behind this graph" in c.value for c in at.caption)
     assert tensor_check_status(current_solve_key(at)) == (False, None, None)
@@ -555,7 +537,7 @@ def test_tracing_a_gnn_from_the_model_page_and_running_its_plan():
     model = at.session_state[state.MODEL]
     assert model.origin.startswith("zoo: gat") and {"param", "forward", "backward"} <= {n.kind for n in
                                                                                        model.graph.nodes}
-    settled(at.switch_page("app_pages/timeline.py").run())
+    solved(at.switch_page("app_pages/timeline.py").run())
     run_button(at).click().run()
     _, check, error = tensor_check_status(current_solve_key(at), wait=300)
     assert error is None and check.gradients_match
@@ -578,7 +560,7 @@ def test_a_pt2_export_is_traced_not_executed_as_code():
     assert not at.exception and not at.error
     graph = at.session_state[state.MODEL].graph
     assert {"param", "forward", "backward"} <= {n.kind for n in graph.nodes}
-    settled(at.switch_page("app_pages/timeline.py").run())  # a .pt2 holds the weights: its schedules run on real tensors
+    solved(at.switch_page("app_pages/timeline.py").run())  # a .pt2 holds the weights: its schedules run on real tensors
     run_button(at).click().run()
     _, check, error = tensor_check_status(current_solve_key(at), wait=300)
     assert error is None and check.gradients_match
@@ -762,7 +744,7 @@ def test_the_why_pages_threshold_is_found_in_the_background_and_its_button_sets_
     at.session_state[state.SOLVER] = solver
     at.session_state[state.TIME_LIMIT] = 2.0  # auto searches each budget to its limit
     at.session_state[state.BUDGET] = budget = state.default_budget(graph)
-    settled(at.switch_page("app_pages/why.py").run())
+    solved(at.switch_page("app_pages/why.py").run())
     assert not at.exception
     tensor, limit = at.session_state[state.WHY_TENSOR], at.session_state[state.TIME_LIMIT]
     if solver == "auto":  # a searching solver: asked for, not started by itself

@@ -10,10 +10,10 @@ import re
 from dataclasses import replace
 
 import pytest
+from app_solves import solved
 from streamlit.testing.v1 import AppTest
 
 from explorer import state
-from explorer.jobs.results import awaited_solve, options_key
 from explorer.jobs.lanes import stop_background_work
 from explorer.pages import PAGES
 from remat_core.graph import ComputeGraph, node_labels
@@ -126,11 +126,7 @@ def test_no_page_shows_a_node_id(page, lesson):
     at.session_state[state.MODEL] = model
     at.session_state[state.BUDGET] = state.default_budget(model.graph)
     at.session_state[state.WHY_TENSOR] = None
-    at.switch_page(page).run()
-    solver = at.session_state[state.SOLVER]  # the page draws its schedule once the solve has ended: wait for it
-    awaited_solve(model.graph, at.session_state[state.BUDGET], solver,
-                  options_key(at.session_state[state.OPTIONS].get(solver, {})), at.session_state[state.TIME_LIMIT])
-    at.run()
+    solved(at.switch_page(page).run())  # the page draws its schedule once the solve has ended: wait for it
     if lesson is not None:
         at.segmented_control(key="w_learn_example").set_value(lesson).run()
     assert not at.exception, at.exception
