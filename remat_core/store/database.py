@@ -346,8 +346,7 @@ def _retried_while_busy(statement: Callable[[], T], busy_timeout: float) -> T:
         try:
             return statement()
         except sqlite3.OperationalError as error:
-            busy = (getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_BUSY
-            if not busy or time.monotonic() >= deadline:
+            if _primary_code(error) != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
                 raise
             time.sleep(0.01)
 
@@ -359,13 +358,17 @@ def _beside(path: Path, suffix: str) -> Path:
 def _is_damage(error: BaseException) -> bool:
     if isinstance(error, _Damaged):
         return True
+    return _primary_code(error) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def _primary_code(error: BaseException) -> int | None:
+    """SQLite's primary result code of ``error`` (its extended code's low byte), None for other errors."""
     code = getattr(error, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    return None if code is None else code & 0xFF
 
 
 def _described(error: BaseException, busy_timeout: float) -> str:
-    code = getattr(error, "sqlite_errorcode", None)
-    if code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+    if _primary_code(error) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
         return f"another process held it locked for more than {busy_timeout:g} s"
     return str(error)
 
