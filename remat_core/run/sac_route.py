@@ -7,14 +7,16 @@ backward stays until its last backward reader; the region's inputs stay alive fr
 until then. :func:`sac_route_ops` writes that down as compute and free ops of the op-level graph:
 
 - forward: the forward nodes in the program's order; a node is freed after its last forward reader
-  unless the backward needs it and SAC keeps it (a ``MUST_SAVE`` op's output, any output of a
-  region that is not checkpointed, a value the forward returns: the caller holds it whatever the
-  plan says), it is an input of a checkpointed region (held until that region has been
-  recomputed), or the step's end holds it (the outputs, the loss);
-- backward: the backward nodes in order; before one that reads a tensor no longer resident, that
-  tensor's region is recomputed in one run (its recomputed nodes in order, up to the last one the
-  backward needs, intermediates freed after their last reader inside the run); every tensor is
-  freed after its last backward reader.
+  unless something still holds it: SAC's cache (every output of a ``MUST_SAVE`` op, the ones the
+  plan frees included, and a kept value no backward op reads, until its region recomputes), autograd
+  (what the backward reads from a region that does not recompute), the caller (a value the forward
+  hands back, the outputs and the loss, whatever the plan says), or a checkpointed region that will
+  recompute from it (its input, until then);
+- backward: the backward nodes in order; the first time one reads a tensor of a checkpointed region,
+  or reads one no longer resident, that region is recomputed in one run (its recomputed nodes in
+  order, up to the last one the backward needs, intermediates freed after their last reader inside
+  the run), and its cache and inputs are let go where nothing else needs them; every tensor is freed
+  after its last backward reader.
 
 Its simulated peak is what a step with the plan installed through SAC holds (the step's kernels
 included): :func:`sac_route_peak`. ``rematerialize`` and ``execute --via sac`` plan for it: a plan
@@ -56,9 +58,17 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
     needed_later = {v for v in order if any(kinds[s] not in FORWARD_KINDS for s in readers[v])}
 
     returned = {o for name in program.returns for o in binding.storage.get(name, ())}
+    cached = {v for name in program.saved for v in binding.storage.get(name, ())
+              if region_of.get(v) in checkpointed} | {v for v in order
+                                                     if region_of[v] in checkpointed and decisions.of(v) == KEEP}
 
-    def held_by_sac(v: str) -> bool:  # a value the forward hands back is held by the caller, whatever the plan says
-        return region_of[v] not in checkpointed or decisions.of(v) == KEEP or v in returned
+    def kept_after_forward(v: str) -> bool:
+        """Whether a forward tensor whose forward readers have all run stays: SAC's cache holds it (every output of a
+        ``MUST_SAVE`` op, a max pool kept for its values keeps its indices too) until its region recomputes; autograd
+        holds what the backward reads from a region that does not recompute; the caller holds a value the forward
+        hands back; a checkpointed region that will recompute from it holds it."""
+        return (v in cached or (v in needed_later and (region_of[v] not in checkpointed or v in returned))
+                or any(v in inputs for inputs in pending_inputs.values()))
 
     region_inputs = {k: {o for name in r.inputs for o in binding.storage.get(name, ())
                          if o in region_of and o not in pinned}
@@ -75,6 +85,9 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
             ops.append((FREE, v))
             resident.discard(v)
 
+    def unused(v: str) -> bool:
+        return backward_left.get(v, 0) == 0 and not any(v in left for left in pending_inputs.values())
+
     pending_inputs = {k: set(inputs) for k, inputs in region_inputs.items()}
     forward_left = {v: sum(1 for s in readers[v] if s in region_of) for v in order}
     for v in order:
@@ -83,20 +96,23 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
             if p in forward_left:
                 forward_left[p] -= 1
         for p in [*graph.preds(v), v]:
-            if p in forward_left and forward_left[p] == 0 and not _kept_after_forward(
-                    p, needed_later, held_by_sac, pending_inputs):
+            if p in forward_left and forward_left[p] == 0 and not kept_after_forward(p):
                 free(p)
     recomputed: set[int] = set()
     backward_left = {v: sum(1 for s in readers[v] if s not in region_of) for v in graph.ids}
+    frame_of = _frames(program, binding.graph_module)
     for b in backward:
-        for f in graph.preds(b):
-            if f in region_of and f not in resident:
-                k = region_of[f]
+        reads = [f for f in graph.preds(b) if f in region_of]
+        unpacked = {frame_of.get(b)} if reads else set()  # the region whose op saved what b reads
+        for k in [*unpacked, *(region_of[f] for f in reads if f not in resident)]:
+            if k in checkpointed and (k not in recomputed or any(region_of[f] == k and f not in resident
+                                                                 for f in reads)):
                 _recompute_region(k, program, region_of, order, graph, needed_later, resident, compute, free,
                                   backward_left)
                 recomputed.add(k)
-                for v in pending_inputs.pop(k, ()):
-                    if backward_left.get(v, 0) == 0 and not any(v in left for left in pending_inputs.values()):
+                inputs = pending_inputs.pop(k, set())
+                for v in [*inputs, *(v for v in order if region_of[v] == k and v in cached)]:
+                    if unused(v):  # SAC's cache is spent and the region's inputs are let go once it has recomputed
                         free(v)
         compute(b)
         for p in graph.preds(b):
@@ -108,11 +124,16 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
     return ops
 
 
-def _kept_after_forward(v: str, needed_later: set[str], held_by_sac: Callable[[str], bool],
-                        pending_inputs: dict[int, set[str]]) -> bool:
-    """Whether a forward tensor whose forward readers have all run stays: the backward needs it and SAC keeps it, or
-    a checkpointed region will recompute from it."""
-    return (v in needed_later and held_by_sac(v)) or any(v in inputs for inputs in pending_inputs.values())
+def _frames(program: ForwardProgram, graph_module) -> dict[str, int]:
+    """Backward FX name -> the region of the forward op it differentiates (autograd's ``seq_nr`` ties them): the
+    checkpoint frame whose saved tensors it unpacks, which recomputes that region on its first unpack."""
+    region_at = {node.name: k for k, r in enumerate(program.regions) for node in program.nodes[r.start:r.end]}
+    region_of_seq: dict[int, int] = {}
+    for node in program.nodes:
+        if "seq_nr" in node.meta:
+            region_of_seq.setdefault(node.meta["seq_nr"], region_at[node.name])
+    return {node.name: region_of_seq[node.meta["seq_nr"]] for node in graph_module.graph.nodes
+            if node.meta.get("partitioner_tag") == "is_backward" and node.meta.get("seq_nr") in region_of_seq}
 
 
 def _recompute_region(k: int, program: ForwardProgram, region_of: dict[str, int], order: list[str],
