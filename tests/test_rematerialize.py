@@ -79,6 +79,27 @@ def test_batch_norm_and_a_loss_with_targets():
     torch.testing.assert_close(stats, model[1].running_mean)  # running statistics updated as eager does
 
 
+def test_a_recomputed_dropout_draws_the_forwards_mask_and_leaves_the_rng_as_eager_does():
+    """Each region restores the RNG state its random ops drew from when it recomputes them, and puts the RNG back
+    after: the masks and gradients are eager's, and so is what the program draws next."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, 256), nn.Dropout(0.3),
+                          nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 2))
+    x = torch.randn(1024, 32)
+    remat = rematerialize(model, x, budget="75%", solver="rotor", via="sac")
+    results = []
+    for run in (model, remat):
+        model.zero_grad()
+        torch.manual_seed(1)
+        run(x).square().mean().backward()
+        results.append(({n: p.grad.clone() for n, p in model.named_parameters()}, torch.rand(4)))
+    (eager, eager_next), (planned, planned_next) = results
+    assert remat.schedule.stats["recomputes"] > 0
+    for name in eager:
+        torch.testing.assert_close(planned[name], eager[name], atol=1e-5, rtol=1e-4)
+    assert torch.equal(planned_next, eager_next)
+
+
 def test_evaluation_runs_the_original_module(twelve_blocks):
     model, x, remat = twelve_blocks
     with torch.no_grad():

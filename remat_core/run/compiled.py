@@ -32,7 +32,7 @@ from ..errors import first_line
 from ..graph import node_label
 from ..solvers import failure_dumps_kept_out
 from .decisions import RECOMPUTE, PlanDecisions
-from .executor import ExecutionError
+from .executor import ExecutionError, draws_random
 from .forward import ForwardProgram, Uncontrolled
 
 ANNOTATION = "remat_node"
@@ -121,7 +121,7 @@ class PlanKnapsack(CustomKnapsackSolver):
             return True
         if name in self.program.saved:
             return True
-        if torch.Tag.nondeterministic_seeded in getattr(source.target, "tags", ()):
+        if draws_random(source):
             self._report(self._label(name), source, "a random op: the compiled step would draw a new mask when "
                                                     "recomputing it")
             return True

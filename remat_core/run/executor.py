@@ -42,6 +42,16 @@ from ..graph import ComputeGraph
 from ..schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, TRANSFERS, Link, Op, Schedule, checkpoint_all_ops, simulate
 
 
+SEED_STRIDE = 1_000_003
+"""With a seed, the random op at position p of the joint graph draws from seed * stride + p: every way of running
+the step (replayed, through SAC, recomputed) draws the same masks."""
+
+
+def draws_random(node: fx.Node) -> bool:
+    """Whether an FX node's op draws from the RNG (dropout's mask, ``bernoulli``)."""
+    return torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+
+
 class ExecutionError(RematError):
     """A graph that cannot be executed (not traced from a model), or an op that failed on real tensors."""
 
@@ -420,8 +430,8 @@ class _Runner:
             raise ExecutionError(f"cannot evaluate FX node {node.name} ({node.op}) for '{reader}'")
         args = fx.node.map_arg(node.args, lambda a: self._value(a, reader))
         kwargs = fx.node.map_arg(node.kwargs, lambda a: self._value(a, reader))
-        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-            torch.manual_seed(self.seed * 1_000_003 + self.position[node.name])
+        if draws_random(node):
+            torch.manual_seed(self.seed * SEED_STRIDE + self.position[node.name])
         try:
             return node.target(*args, **kwargs)
         except (RuntimeError, TypeError, ValueError, IndexError) as e:

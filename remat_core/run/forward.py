@@ -18,7 +18,9 @@ goes in through PyTorch's selective activation checkpointing (SAC,
 - **Random ops** (dropout) restore, when recomputed, the RNG state they drew from in the forward,
   so the mask is the same; with a ``seed`` each draws from its own stream seeded by its position
   in the joint graph, as :func:`remat_core.run.executor.execute` does, so every way of running
-  the step draws the same masks.
+  the step draws the same masks. A recomputation leaves the RNG as it found it. Checkpoint's own
+  ``preserve_rng_state`` is off: it would keep a copy of the RNG state (5 KB on the CPU) for every
+  region from the forward to its recomputation, for regions with no random op too.
 
 What SAC cannot follow is reported as :class:`Uncontrolled` (the tensor, its bytes, why): a tensor
 the plan frees but the caller is handed (a model output) stays alive.
@@ -39,11 +41,8 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 from ..graph import node_label
 from .decisions import KEEP, RECOMPUTE, PlanDecisions
+from .executor import SEED_STRIDE, draws_random
 from .report import Uncontrolled
-
-_SEED_STRIDE = 1_000_003
-"""A random op at position p of the joint graph draws from seed * stride + p (as the executor does)."""
-
 
 @dataclass(frozen=True)
 class Region:
@@ -161,7 +160,8 @@ def run_forward(program: ForwardProgram, values: Mapping[str, Any], *, seed: int
                                positions, seed, on_value)
         inputs = [env[name] for name in region.inputs]
         if plan and region.checkpointed:
-            outputs = checkpoint(run, *inputs, use_reentrant=False, context_fn=context, preserve_rng_state=True)
+            outputs = checkpoint(run, *inputs, use_reentrant=False, context_fn=context,
+                                 preserve_rng_state=False)  # random ops draw as before on their own
         else:
             outputs = run(*inputs)
         env.update(zip(region.outputs, outputs))
@@ -184,18 +184,29 @@ def _region_function(nodes: Sequence[fx.Node], region: Region, env: Mapping[str,
                      seed: int | None, on_value: Callable[[str, Any], None] | None = None) -> Callable[..., tuple]:
     """The region's ops as one function of its inputs (called again by checkpoint to recompute)."""
     rng_states: dict[str, torch.Tensor] = {}
+    random_devices = {_device_of(n) for n in nodes if draws_random(n)}
 
     def run(*inputs: Any) -> tuple:
-        local = dict(zip(region.inputs, inputs))
         recomputing = run.calls > 0  # checkpoint calls a region again to recompute it
         run.calls += 1
+        if not recomputing or not random_devices:
+            return ops(inputs, recomputing)
+        states = {device: _rng_state(device) for device in random_devices}
+        try:  # a recomputation restores its random ops' states: the RNG the backward goes on with is left as it was
+            return ops(inputs, recomputing)
+        finally:
+            for device, state in states.items():
+                _set_rng_state(device, state)
+
+    def ops(inputs: tuple, recomputing: bool) -> tuple:
+        local = dict(zip(region.inputs, inputs))
         read = lambda a: local[a.name] if a.name in local else env[a.name]  # noqa: E731
         for node, done in zip(nodes, region.done_after):
             current.append(node)
             if node.op == "get_attr":
                 local[node.name] = fetch(node.target)
             else:
-                if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+                if draws_random(node):
                     _draw_as_before(node, rng_states, recomputing, seed, positions)
                 local[node.name] = node.target(*fx.node.map_arg(node.args, read), **fx.node.map_arg(node.kwargs, read))
             if on_value is not None and not recomputing:
@@ -217,7 +228,7 @@ def _draw_as_before(node: fx.Node, states: dict[str, torch.Tensor], recomputing:
         _set_rng_state(device, states[node.name])
         return
     if seed is not None:
-        torch.manual_seed(seed * _SEED_STRIDE + positions[node.name])
+        torch.manual_seed(seed * SEED_STRIDE + positions[node.name])
     states[node.name] = _rng_state(device)
 
 

@@ -33,7 +33,7 @@ from ..graph import ComputeGraph, node_label
 from ..schedule import Schedule, simulate
 from ..schedule.links import schedule_link
 from .decisions import PlanDecisions, plan_decisions
-from .executor import ExecutionError, execute, is_executable
+from .executor import ExecutionError, draws_random, execute, is_executable
 from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
 from .measure import MeasuredStep, measure_step
 from .offload_hooks import OffloadHooks, offloaded_values
@@ -159,8 +159,7 @@ class _TracedStep:
                                                                      "trace the model with real weights")))
         self.device = next((v.device for v in self.values.values() if isinstance(v, torch.Tensor)),
                            torch.device("cpu"))
-        self.has_random_ops = any(torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
-                                  for n in self.program.nodes)
+        self.has_random_ops = any(draws_random(n) for n in self.program.nodes)
         self.offloaded = offloaded_values(decisions, binding, self.program.nodes)
 
     def eager(self) -> None:
