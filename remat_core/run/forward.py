@@ -28,6 +28,7 @@ the plan frees but the caller is handed (a model output) stays alive.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import itertools
@@ -88,6 +89,10 @@ class ForwardProgram:
     @property
     def checkpointed_regions(self) -> int:
         return sum(r.checkpointed for r in self.regions)
+
+    def region_at(self, position: int) -> int:
+        """The index of the region holding the op at ``position`` among :attr:`nodes`."""
+        return bisect.bisect_right([r.start for r in self.regions], position) - 1
 
     @property
     def placeholders(self) -> list[str]:

@@ -12,11 +12,12 @@ until then. :func:`sac_route_ops` writes that down as compute and free ops of th
   (what the backward reads from a region that does not recompute), the caller (a value the forward
   hands back, the outputs and the loss, whatever the plan says), or a checkpointed region that will
   recompute from it (its input, until then);
-- backward: the backward nodes in order; the first time one reads a tensor of a checkpointed region,
-  or reads one no longer resident, that region is recomputed in one run (its recomputed nodes in
-  order, up to the last one the backward needs, intermediates freed after their last reader inside
-  the run), and its cache and inputs are let go where nothing else needs them; every tensor is freed
-  after its last backward reader.
+- backward: the backward nodes in order; the first time one unpacks what a checkpointed region
+  saved (it differentiates an op of that region: autograd's sequence number ties the two), or when
+  one reads a tensor no longer resident, that region is recomputed in one run (its recomputed nodes
+  in order, up to the last one the backward needs, intermediates freed after their last reader
+  inside the run), and its cache and inputs are let go where nothing else needs them; every tensor
+  is freed after its last backward reader.
 
 Its simulated peak is what a step with the plan installed through SAC holds (the step's kernels
 included): :func:`sac_route_peak`. ``rematerialize`` and ``execute --via sac`` plan for it: a plan
@@ -26,6 +27,8 @@ whose route goes over the budget is solved again for less (:func:`sac_aware_sche
 from __future__ import annotations
 
 from typing import Callable
+
+from torch import fx
 
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
@@ -44,12 +47,13 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
     kinds = {n.id: n.kind for n in graph.nodes}
     pinned = {n.id for n in graph.nodes if n.pinned}
     region_of: dict[str, int] = {}
+    position: dict[str, int] = {}  # graph node -> the position of the forward op that makes it
     order: list[str] = []
     for k, region in enumerate(program.regions):
-        for node in program.nodes[region.start:region.end]:
-            for owner in binding.storage.get(node.name, ()):
+        for at in range(region.start, region.end):
+            for owner in binding.storage.get(program.nodes[at].name, ()):
                 if owner in graph.index and owner not in region_of and owner not in pinned:
-                    region_of[owner] = k
+                    region_of[owner], position[owner] = k, at
                     order.append(owner)
     checkpointed = {k for k, r in enumerate(program.regions) if r.checkpointed}
     backward = [graph.ids[i] for i in graph.topo_idx
@@ -85,8 +89,9 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
             ops.append((FREE, v))
             resident.discard(v)
 
-    def unused(v: str) -> bool:
-        return backward_left.get(v, 0) == 0 and not any(v in left for left in pending_inputs.values())
+    def unused(v: str) -> bool:  # no backward op reads it, no region will recompute from it, no cache holds it
+        return (backward_left.get(v, 0) == 0 and not any(v in left for left in pending_inputs.values())
+                and (v not in cached or region_of[v] in recomputed))
 
     pending_inputs = {k: set(inputs) for k, inputs in region_inputs.items()}
     forward_left = {v: sum(1 for s in readers[v] if s in region_of) for v in order}
@@ -100,54 +105,55 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
                 free(p)
     recomputed: set[int] = set()
     backward_left = {v: sum(1 for s in readers[v] if s not in region_of) for v in graph.ids}
-    frame_of = _frames(program, binding.graph_module)
-    for b in backward:
+    differentiated = _differentiated(program, binding.graph_module)
+    saver = {b: differentiated.get(binding.producer.get(b, b)) for b in backward}  # its forward op's position
+    unpacks = {b: saver[b] is not None and any(p in region_of or p in pinned for p in graph.preds(b))
+               for b in backward}  # what it reads was saved by that op (a weight or an input too)
+    frame_of = {b: program.region_at(saver[b]) for b in backward if unpacks[b]}
+    frame_ends = {k: step for step, b in enumerate(backward) for k in [frame_of.get(b)] if k in checkpointed}
+    early_stop = {k: max(saver[b] for b in backward if frame_of.get(b) == k) for k in frame_ends}
+    for step, b in enumerate(backward):
         reads = [f for f in graph.preds(b) if f in region_of]
-        unpacked = {frame_of.get(b)} if reads else set()  # the region whose op saved what b reads
-        for k in [*unpacked, *(region_of[f] for f in reads if f not in resident)]:
+        for k in [frame_of.get(b), *(region_of[f] for f in reads if f not in resident)]:
             if k in checkpointed and (k not in recomputed or any(region_of[f] == k and f not in resident
                                                                  for f in reads)):
-                _recompute_region(k, program, region_of, order, graph, needed_later, resident, compute, free,
-                                  backward_left)
+                _recompute_region([v for v in order if region_of[v] == k], early_stop.get(k, -1), position, graph,
+                                  needed_later, resident, compute, free, backward_left)
                 recomputed.add(k)
-                inputs = pending_inputs.pop(k, set())
-                for v in [*inputs, *(v for v in order if region_of[v] == k and v in cached)]:
-                    if unused(v):  # SAC's cache is spent and the region's inputs are let go once it has recomputed
+                for v in order:  # SAC's cache is spent once its region has recomputed
+                    if region_of[v] == k and v in cached and unused(v):
                         free(v)
         compute(b)
         for p in graph.preds(b):
             backward_left[p] -= 1
-            if backward_left[p] == 0 and p not in pinned and not any(p in left for left in pending_inputs.values()):
+            if p not in pinned and unused(p):
                 free(p)
         if not graph.succs(b):
             free(b)
+        for k in [k for k, end in frame_ends.items() if end == step]:  # the region's backward is over: its inputs go
+            for v in pending_inputs.pop(k, ()):
+                if unused(v):
+                    free(v)
     return ops
 
 
-def _frames(program: ForwardProgram, graph_module) -> dict[str, int]:
-    """Backward FX name -> the region of the forward op it differentiates (autograd's ``seq_nr`` ties them): the
-    checkpoint frame whose saved tensors it unpacks, which recomputes that region on its first unpack."""
-    region_at = {node.name: k for k, r in enumerate(program.regions) for node in program.nodes[r.start:r.end]}
-    region_of_seq: dict[int, int] = {}
-    for node in program.nodes:
-        if "seq_nr" in node.meta:
-            region_of_seq.setdefault(node.meta["seq_nr"], region_at[node.name])
-    return {node.name: region_of_seq[node.meta["seq_nr"]] for node in graph_module.graph.nodes
-            if node.meta.get("partitioner_tag") == "is_backward" and node.meta.get("seq_nr") in region_of_seq}
+def _differentiated(program: ForwardProgram, graph_module: fx.GraphModule) -> dict[str, int]:
+    """Backward FX name -> the position among the program's ops of the forward op it differentiates (autograd's
+    ``seq_nr`` ties them; the last of the ops sharing one): the op whose saved tensors it unpacks."""
+    position_of_seq = {node.meta["seq_nr"]: at for at, node in enumerate(program.nodes) if "seq_nr" in node.meta}
+    return {node.name: position_of_seq[node.meta["seq_nr"]] for node in graph_module.graph.nodes
+            if node.meta.get("partitioner_tag") == "is_backward" and node.meta.get("seq_nr") in position_of_seq}
 
 
-def _recompute_region(k: int, program: ForwardProgram, region_of: dict[str, int], order: list[str],
-                      graph: ComputeGraph, needed_later: set[str], resident: set[str], compute, free,
-                      backward_left: dict[str, int]) -> None:
-    """Region ``k`` recomputed in one run: the tensors of it the backward still needs that are gone, with what they
-    are computed from inside the region, in order (up to the last one needed: PyTorch's early stop); each
+def _recompute_region(members: list[str], early_stop: int, position: dict[str, int], graph: ComputeGraph,
+                      needed_later: set[str], resident: set[str], compute, free, backward_left: dict[str, int]) -> None:
+    """A region recomputed in one run, as checkpoint re-runs it: every op from its start to the last one that saved a
+    tensor for the backward (position ``early_stop``: PyTorch's early stop), what SAC cached returned from its
+    cache (resident), and anything the backward still needs that is gone with what it is computed from; each
     intermediate freed after its last reader in the run."""
-    members = [v for v in order if region_of[v] == k]
     wanted = {v for v in members if v in needed_later and v not in resident and backward_left.get(v, 0) > 0}
-    if not wanted:
-        return
     inside = set(members)
-    run_set: set[str] = set()
+    run_set = {v for v in members if position[v] <= early_stop and v not in resident}
     stack = list(wanted)
     while stack:
         v = stack.pop()
