@@ -155,3 +155,12 @@ def test_execute_cli():
     assert report["via"] == "plan" and report["gradients_equal"] is True
     assert report["details"]["memory_matches_simulator"] is True
     assert report["details"]["held_peak"] == report["simulated_peak"]
+    assert 0.5 < report["held_of_budget"] <= 1.05  # the weights and inputs included, within the promised 5%
+
+
+def test_execute_warns_when_a_step_holds_more_than_its_budget_and_says_why():
+    from remat_core.cli.models import over_budget
+    assert over_budget("plan", 1_040_000, 1_000_000) is None  # within the 5% a budget allows
+    warning = over_budget("compile", 1_392_000, 1_000_000)
+    assert "1.39x the budget" in warning and "Inductor" in warning and "--via plan or sac" in warning
+    assert "kernel" in over_budget("plan", 1_200_000, 1_000_000)

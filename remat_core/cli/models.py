@@ -12,6 +12,7 @@ from ..analysis import reported_gap
 from ..errors import InfeasibleBudget, SolverOptionError
 from ..graph import COST_MODELS, format_bytes
 from ..run import GRADIENT_TOLERANCE, VIAS, StepReport
+from ..run.report import BUDGET_SLACK
 from ..schedule import checkpoint_all_peak, memory_lower_bound
 from ..solvers import DEFAULT_SOLVER, solve
 from ._common import (EXIT_INVALID_SCHEDULE, EXIT_OK, Command, add_link_args, budget_arg, link_of, option_args,
@@ -138,11 +139,16 @@ def cmd_execute(args: argparse.Namespace) -> int:
     if note:
         sys.stderr.write(f"note: {note}\n")
     report = train_step(graph, schedule, args.via, tolerance=args.tolerance)
+    held = report.measured_peak + graph.pinned_bytes
     if args.json:
         print_json({"graph": graph.name, "solver": args.solver, "budget": budget,
-                    "recomputes": schedule.stats["recomputes"], **report.summary()})
+                    "recomputes": schedule.stats["recomputes"], "held_of_budget": round(held / budget, 4),
+                    **report.summary()})
     else:
-        _print_step(graph.name, args.solver, budget, report)
+        _print_step(graph.name, args.solver, budget, report, held)
+    over = over_budget(args.via, held, budget)
+    if over:
+        sys.stderr.write(f"warning: {over}\n")
     for item in report.uncontrolled:
         sys.stderr.write(f"warning: {item.tensor} ({format_bytes(item.bytes)}) is saved, not as planned: "
                          f"{item.reason}\n")
@@ -171,7 +177,20 @@ def _budget_scale(graph) -> str:
             f"{format_bytes(peak)}, the weights and inputs alone {graph.pinned_bytes / peak:.0%}")
 
 
-def _print_step(graph: str, solver: str, budget: int, report: StepReport) -> None:
+def over_budget(via: str, held: int, budget: int) -> str | None:
+    """What to tell a user whose step held more than its budget allows (``held``: its measured peak with the weights
+    and inputs), or None when it kept the budget to within :data:`BUDGET_SLACK`."""
+    if held <= budget * (1 + BUDGET_SLACK):
+        return None
+    why = {"compile": "torch.compile is not planned for: Inductor's own fusions and recomputation decide what the "
+                      "compiled step holds; --via plan or sac keep the budget",
+           "sac": "a kernel or autograd's bookkeeping held more than the route simulated; --via plan keeps the budget",
+           }.get(via, "a kernel allocated otherwise than when it was measured at trace time")
+    return (f"the step held {format_bytes(held)} with the weights and inputs, {held / budget:.2f}x the budget of "
+            f"{format_bytes(budget)}: {why}")
+
+
+def _print_step(graph: str, solver: str, budget: int, report: StepReport, held: int) -> None:
     def ratio(part: float, whole: float) -> str:
         return f"{part / whole:.2f}x" if whole else "n/a"
 
@@ -183,6 +202,7 @@ def _print_step(graph: str, solver: str, budget: int, report: StepReport) -> Non
              f"  activation peak: measured {format_bytes(report.measured_peak)}, simulated "
              f"{format_bytes(report.simulated_peak)}, eager {format_bytes(report.eager_peak)} "
              f"({ratio(report.measured_peak, report.eager_peak)} of eager; {report.peak_measure})",
+             f"  held with the weights and inputs: {format_bytes(held)}, {held / budget:.2f}x the budget",
              f"  step time: {report.step_seconds:.3f} s, eager {report.eager_step_seconds:.3f} s "
              f"({ratio(report.step_seconds, report.eager_step_seconds)})"]
     details = report.details

@@ -28,6 +28,10 @@ VIAS = ("plan", "sac", "compile", "offload")
 PEAK_TOLERANCE = 0.10
 """How far the measured peak of ``plan`` and ``sac`` may be from the simulated one before the report says so."""
 
+BUDGET_SLACK = 0.05
+"""How far over its budget a step may hold (the weights and inputs included) before ``execute`` warns: the budget
+is a promise to the user, kept to within the meter's and the kernels' own variation."""
+
 
 @dataclass(frozen=True)
 class StepReport:
