@@ -139,7 +139,7 @@ def test_sacs_route_holds_what_sacs_cache_holds():
 def test_compile_puts_the_plan_in_inductors_partitioner():
     """The one compile in the default run (Inductor builds C++ kernels): a model of a few small ops."""
     graph = trace_training_graph(*residual_mlp(width=16, depth=2, batch=4))
-    schedule = solve(graph, between(graph, 0.5), "auto", time_limit=10)
+    schedule = solve(graph, between(graph, 0.5), "dtr")  # a quick plan that recomputes
     report = train_step(graph, schedule, "compile")
     assert report.gradients_equal and REPORT_KEYS <= set(report.summary())
     assert report.details["knapsack_calls"] >= 1 and report.details["knapsack_recomputed"] > 0
