@@ -167,8 +167,8 @@ def test_execute_via_sac_prints_the_report_as_json():
 
 
 def test_execute_via_sac_refuses_a_budget_its_regions_cannot_keep_saying_why():
-    # SAC recomputes a region in one run and holds its inputs until then: on this MLP it holds 94% of the peak
-    # at least, while the op-by-op plan fits 90%
+    # SAC recomputes a region in one run and holds its inputs until its backward is over: on this MLP it holds 91%
+    # of the peak at least, while the op-by-op plan fits 90%
     args = ("mlp", "--batch", "512", "--option", "width=128", "--option", "depth=6", "--budget", "90%",
             "--solver", "rotor")
     assert run_cli(*args, "--via", "plan", "--json").returncode == 0

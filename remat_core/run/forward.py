@@ -7,7 +7,8 @@ goes in through PyTorch's selective activation checkpointing (SAC,
 :func:`torch.utils.checkpoint.create_selective_checkpoint_contexts`):
 
 - **Regions.** A checkpoint region recomputes in one run, the first time the backward needs one
-  of its tensors, and keeps its inputs alive until then. The forward is cut so that the largest
+  of its tensors, and keeps its inputs alive until its backward is over (what that holds, step by
+  step: :mod:`.sac_route`). The forward is cut so that the largest
   region's recomputation plus the bytes the cuts keep alive (tensors crossing a cut that the plan
   would have freed) is smallest (:func:`_regions`); every piece holding a tensor the plan
   recomputes becomes one non-reentrant :func:`torch.utils.checkpoint.checkpoint` region, the
@@ -308,7 +309,7 @@ def _regions(nodes: Sequence[fx.Node], last_read: Mapping[str, int], recompute_b
 
     A region recomputes in one run, so its recomputed tensors (``recompute_bytes`` per op) are
     alive together when the backward reaches it; a cut after op k makes the tensors crossing it
-    region inputs, alive until then, which costs the bytes the plan freed among them
+    region inputs, alive until the region's backward is over, which costs the bytes the plan freed among them
     (``cut_bytes[k]``). The cuts minimise the estimated extra peak, the largest region's
     recomputation plus every cut's cost: for each bound on a region's recomputation (a geometric
     grid between the largest single op's and the total) the cheapest cuts under it are found by

@@ -2,9 +2,9 @@
 
 A plan frees and recomputes tensor by tensor; SAC (:mod:`.forward`) cannot. A checkpoint region
 recomputes in one run, when the backward first unpacks one of its saved tensors, up to the last op
-whose output the backward needs (PyTorch's early stop), and everything it recomputes for the
-backward stays until its last backward reader; the region's inputs stay alive from the forward
-until then. :func:`sac_route_ops` writes that down as compute and free ops of the op-level graph:
+that saved one (PyTorch's early stop), and everything it recomputes for the backward stays until
+its last backward reader; the region's inputs stay alive from the forward until its backward is
+over. :func:`sac_route_ops` writes that down as compute and free ops of the op-level graph:
 
 - forward: the forward nodes in the program's order; a node is freed after its last forward reader
   unless something still holds it: SAC's cache (every output of a ``MUST_SAVE`` op, the ones the
@@ -235,6 +235,6 @@ def sac_aware_schedule(graph: ComputeGraph, budget: int, solve: Callable[[int], 
         return fitting
     raise InfeasibleBudget(budget, None, best_over[0].solver,
                            f"run through selective activation checkpointing its plans peak at {best_over[1]:,} bytes "
-                           f"at best: a checkpoint region recomputes in one run and keeps its inputs until then, so "
-                           f"SAC holds more than the plan; a larger budget, or the op-by-op replay (--via plan), "
-                           f"keeps it")
+                           f"at best: a checkpoint region recomputes in one run and keeps its inputs until its "
+                           f"backward is over, so SAC holds more than the plan; a larger budget, or the op-by-op "
+                           f"replay (--via plan), keeps it")
