@@ -71,7 +71,10 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
         How the plan is installed: selective activation checkpointing (eager), ``torch.compile``
         with the plan as Inductor's partitioner's knapsack (compiled on the first training forward;
         on a CPU it needs a C++ compiler), or SAC with the plan's offloads as saved-tensor hooks
-        (:mod:`remat_core.run.offload_hooks`; a copy stream on CUDA, nothing moves on a CPU).
+        (:mod:`remat_core.run.offload_hooks`; a copy stream on CUDA, nothing moves on a CPU). ``sac`` is
+        planned for what SAC holds and keeps the budget; ``compile`` is not: Inductor's fusions and its
+        own recomputation decide what the compiled step holds, up to 1.46x the budget on the zoo
+        (``execute --via compile`` measures it and warns; docs/fidelity.md).
     bandwidth : str or Link, optional
         The transfer lane to the host an offloading solver (``pofo``, ``auto``) plans copies over:
         a :class:`~remat_core.schedule.Link`, a preset (``"pcie4"``) or a rate (``"12GB/s"``, read with
