@@ -425,9 +425,9 @@ class _GraphBuilder:
         param_grads: dict[str, str] = {}
         accumulations: dict[str, tuple[str, ...]] = {}
         for param, contributions in grads_of.items():
-            owned = sorted(((self._single_owner(arg, f"the gradient of {name}"), name, arg)
-                            for name, arg in contributions),
-                           key=lambda o: self.drafts.index(self.by_id[o[0]]))  # the order autograd's engine adds them
+            owned = [(self._single_owner(arg, f"the gradient of {name}"), name, arg) for name, arg in contributions]
+            if len(owned) > 1:  # a tied parameter: its gradients in the order autograd's engine adds them
+                owned.sort(key=lambda o: self.drafts.index(self.by_id[o[0]]))
             contributions = [(name, arg) for _, name, arg in owned]
             owners = list(dict.fromkeys(owner for owner, _, _ in owned))
             if len(owners) == 1:
