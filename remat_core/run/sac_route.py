@@ -33,7 +33,7 @@ from torch import fx
 from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
 from ..schedule import COMPUTE, FREE, Op, Schedule, memory_lower_bound, simulate
-from .decisions import FORWARD_KINDS, KEEP, PlanDecisions, plan_decisions
+from .decisions import FORWARD_KINDS, PlanDecisions, plan_decisions
 from .forward import ForwardProgram, forward_program
 
 RETRIES = 6
@@ -62,9 +62,9 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
     needed_later = {v for v in order if any(kinds[s] not in FORWARD_KINDS for s in readers[v])}
 
     returned = {o for name in program.returns for o in binding.storage.get(name, ())}
-    cached = {v for name in program.saved for v in binding.storage.get(name, ())
-              if region_of.get(v) in checkpointed} | {v for v in order
-                                                     if region_of[v] in checkpointed and decisions.of(v) == KEEP}
+    cached = {v for name in program.saved for v in binding.storage.get(name, ())  # a kept tensor's op is saved
+              if region_of.get(v) in checkpointed}
+    members = {k: [v for v in order if region_of[v] == k] for k in checkpointed}
 
     def kept_after_forward(v: str) -> bool:
         """Whether a forward tensor whose forward readers have all run stays: SAC's cache holds it (every output of a
@@ -72,11 +72,11 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
         holds what the backward reads from a region that does not recompute; the caller holds a value the forward
         hands back; a checkpointed region that will recompute from it holds it."""
         return (v in cached or (v in needed_later and (region_of[v] not in checkpointed or v in returned))
-                or any(v in inputs for inputs in pending_inputs.values()))
+                or awaited(v))
 
-    region_inputs = {k: {o for name in r.inputs for o in binding.storage.get(name, ())
-                         if o in region_of and o not in pinned}
-                     for k, r in enumerate(program.regions) if k in checkpointed}
+    def awaited(v: str) -> bool:  # an input of a checkpointed region whose backward is not over
+        return any(v in inputs for inputs in pending_inputs.values())
+
     ops: list[Op] = []
     resident: set[str] = set()
 
@@ -90,10 +90,10 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
             resident.discard(v)
 
     def unused(v: str) -> bool:  # no backward op reads it, no region will recompute from it, no cache holds it
-        return (backward_left.get(v, 0) == 0 and not any(v in left for left in pending_inputs.values())
-                and (v not in cached or region_of[v] in recomputed))
+        return backward_left.get(v, 0) == 0 and not awaited(v) and (v not in cached or region_of[v] in recomputed)
 
-    pending_inputs = {k: set(inputs) for k, inputs in region_inputs.items()}
+    pending_inputs = {k: {o for name in program.regions[k].inputs for o in binding.storage.get(name, ())
+                          if o in region_of and o not in pinned} for k in checkpointed}
     forward_left = {v: sum(1 for s in readers[v] if s in region_of) for v in order}
     for v in order:
         compute(v)
@@ -107,21 +107,24 @@ def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]
     backward_left = {v: sum(1 for s in readers[v] if s not in region_of) for v in graph.ids}
     differentiated = _differentiated(program, binding.graph_module)
     saver = {b: differentiated.get(binding.producer.get(b, b)) for b in backward}  # its forward op's position
-    unpacks = {b: saver[b] is not None and any(p in region_of or p in pinned for p in graph.preds(b))
-               for b in backward}  # what it reads was saved by that op (a weight or an input too)
-    frame_of = {b: program.region_at(saver[b]) for b in backward if unpacks[b]}
-    frame_ends = {k: step for step, b in enumerate(backward) for k in [frame_of.get(b)] if k in checkpointed}
-    early_stop = {k: max(saver[b] for b in backward if frame_of.get(b) == k) for k in frame_ends}
+    frame_of = {b: program.region_at(saver[b]) for b in backward  # what b reads was saved by that op's region
+                if saver[b] is not None and any(p in region_of or p in pinned for p in graph.preds(b))}
+    frame_ends: dict[int, int] = {}  # region -> the step of its last backward op
+    early_stop: dict[int, int] = {}  # region -> the position of its last op that saved a tensor
+    for step, b in enumerate(backward):
+        k = frame_of.get(b)
+        if k in checkpointed:
+            frame_ends[k], early_stop[k] = step, max(early_stop.get(k, -1), saver[b])
     for step, b in enumerate(backward):
         reads = [f for f in graph.preds(b) if f in region_of]
         for k in [frame_of.get(b), *(region_of[f] for f in reads if f not in resident)]:
             if k in checkpointed and (k not in recomputed or any(region_of[f] == k and f not in resident
                                                                  for f in reads)):
-                _recompute_region([v for v in order if region_of[v] == k], early_stop.get(k, -1), position, graph,
-                                  needed_later, resident, compute, free, backward_left)
+                _recompute_region(members[k], early_stop.get(k, -1), position, graph, needed_later, resident,
+                                  compute, free, backward_left)
                 recomputed.add(k)
-                for v in order:  # SAC's cache is spent once its region has recomputed
-                    if region_of[v] == k and v in cached and unused(v):
+                for v in members[k]:  # SAC's cache is spent once its region has recomputed
+                    if v in cached and unused(v):
                         free(v)
         compute(b)
         for p in graph.preds(b):
