@@ -172,3 +172,7 @@ class DistributedError(RematError):
     """A run across workers that could not start or finish: a port in use, a worker that died or raised, a run
     that timed out or was cancelled. The message names the worker (its rank and process id) when one is at fault;
     the other workers have been stopped."""
+
+
+class ExecutionError(RematError):
+    """A graph that cannot be executed (not traced from a model), or an op that failed on real tensors."""

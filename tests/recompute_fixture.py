@@ -11,7 +11,7 @@ from remat_core import Schedule, simulate
 from remat_core.schedule import COMPUTE, FREE
 from remat_core.graph.generators import training_chain
 from remat_core.schedule.schedule import reason
-from remat_core.schedule.simulator import schedule_stats
+from remat_core.schedule import schedule_stats
 
 RECOMPUTE_OPS = (
     ("compute", "f1"), ("compute", "f2"), ("free", "f1"), ("compute", "f3"), ("compute", "loss"), ("free", "f3"),

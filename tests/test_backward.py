@@ -11,7 +11,7 @@ from remat_core.errors import GraphError
 from remat_core.graph.backward import LOSS_BYTES, with_backward
 from remat_core.graph.compute_graph import ComputeGraph, Node
 from remat_core.graph.generators import chain, training_chain
-from remat_core.schedule.simulator import checkpoint_all_ops
+from remat_core.schedule import checkpoint_all_ops
 
 
 def mlp_forward() -> ComputeGraph:

@@ -12,10 +12,11 @@ from torch import nn
 
 from remat_core import ComputeGraph, InvalidSchedule, checkpoint_all_peak, load_graph, save_graph, simulate, solve
 from remat_core.frontends.trace import trace_training_graph
-from remat_core.run.executor import (ExecutionError, execute, gradient_difference, is_executable, reference_gradients,
-                                with_model_of)
+from remat_core.errors import ExecutionError
+from remat_core.frontends import with_model_of
+from remat_core.run.executor import execute, gradient_difference, reference_gradients
 from remat_core.run.tensor_check import check_on_tensors
-from remat_core.schedule.simulator import checkpoint_all_ops, memory_lower_bound
+from remat_core.schedule import checkpoint_all_ops, memory_lower_bound
 
 
 def test_checkpoint_all_gives_eager_autograds_gradients():
@@ -82,7 +83,7 @@ def test_a_graph_from_a_file_cannot_be_executed(tmp_path):
     graph = trace_training_graph(module, inputs, loss)
     save_graph(graph, tmp_path / "g.json")
     loaded = load_graph(tmp_path / "g.json")
-    assert is_executable(graph) and not is_executable(loaded)
+    assert graph.attachments.executable and not loaded.attachments.executable
     with pytest.raises(ExecutionError, match="not traced from a PyTorch model"):
         execute(loaded, checkpoint_all_ops(loaded)[0])
 
@@ -109,7 +110,7 @@ def test_the_model_traced_again_runs_the_graph_read_back_from_json():
     costed = ComputeGraph.from_json({**traced.to_json(), "nodes": [{**n.to_json(), "cost": 1.0}
                                                                    for n in traced.nodes]})
     attached = with_model_of(costed, traced)
-    assert attached.content_hash == costed.content_hash and is_executable(attached)
+    assert attached.content_hash == costed.content_hash and attached.attachments.executable
     assert check_on_tensors(attached, solve(attached, checkpoint_all_peak(attached), "dtr")).gradients_match
 
 
@@ -159,8 +160,8 @@ def test_execute_cli():
 
 
 def test_execute_warns_when_a_step_holds_more_than_its_budget_and_says_why():
-    from remat_core.cli.models import over_budget
-    assert over_budget("plan", 1_040_000, 1_000_000) is None  # within the 5% a budget allows
-    warning = over_budget("compile", 1_392_000, 1_000_000)
+    from remat_core.run import get_route
+    assert get_route("plan").over_budget(1_040_000, 1_000_000, {}) is None  # within the 5% a budget allows
+    warning = get_route("compile").over_budget(1_392_000, 1_000_000, {})
     assert "1.39x the budget" in warning and "Inductor" in warning and "--via plan or sac" in warning
-    assert "kernel" in over_budget("plan", 1_200_000, 1_000_000)
+    assert "kernel" in get_route("plan").over_budget(1_200_000, 1_000_000, {})

@@ -8,7 +8,7 @@ from remat_core.analysis.explain import (KEPT_TO_RECOMPUTED, RECOMPUTED_TO_KEPT,
                                 describe_reason, explain_tensor, recomputed_tensors, schedule_diff,
                                 smallest_budget_computed_once)
 from remat_core.graph.generators import chain
-from remat_core.schedule.simulator import checkpoint_all_ops
+from remat_core.schedule import checkpoint_all_ops
 
 
 def test_each_computation_names_its_reader_the_free_before_and_the_memory():

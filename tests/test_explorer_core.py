@@ -12,7 +12,7 @@ from remat_core.analysis.summary import NO_MODULE, graph_summary, memory_by_modu
 from remat_core.analysis.walkthrough import call_key, step_title, walkthrough_steps
 from remat_core.graph.generators import training_chain
 from remat_core.schedule.schedule import reason
-from remat_core.schedule.simulator import checkpoint_all_cost, checkpoint_all_ops
+from remat_core.schedule import checkpoint_all_cost, checkpoint_all_ops
 from remat_core.schedule.timeline import describe_op, memory_by_kind, occurrences, ordinal
 from remat_core.solvers import REGISTRY, register
 

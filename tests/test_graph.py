@@ -1,11 +1,13 @@
 """ComputeGraph: construction, validation messages, derived facts, JSON round trip."""
 
 import json
+from dataclasses import FrozenInstanceError
 
 import networkx as nx
 import pytest
 
 from remat_core import ComputeGraph, GraphError, Node
+from remat_core.graph import Attachments
 from remat_core.graph.generators import training_chain
 
 
@@ -62,12 +64,14 @@ def test_content_hash_is_stable_and_sensitive():
 
 def test_attachments_are_kept_but_not_serialised():
     marker = object()
-    g = small_graph(attachments={"fx": marker})
-    assert g.attachments["fx"] is marker
-    assert "fx" not in json.dumps(g.to_json())
+    g = small_graph(attachments=Attachments(joint=marker))
+    assert g.attachments.joint is marker and not g.attachments.executable
+    assert "joint" not in json.dumps(g.to_json())
     assert g.content_hash == small_graph().content_hash
-    with pytest.raises(TypeError):
-        g.attachments["other"] = 1
+    with pytest.raises(FrozenInstanceError):
+        g.attachments.binding = 1
+    with pytest.raises(TypeError, match="Attachments"):
+        small_graph(attachments={"fx": marker})  # no untyped side channel
 
 
 def test_json_round_trip_keeps_everything():

@@ -19,7 +19,7 @@ from remat_core.frontends.pt2_import import load_pt2, parse_pt2
 from remat_core.frontends.trace import trace_training_graph
 from remat_core.graph.backward import with_backward
 from remat_core.graph.cost_models import FLOPS_PER_BYTE
-from remat_core.schedule.simulator import checkpoint_all_ops
+from remat_core.schedule import checkpoint_all_ops
 
 from tiny_models import small_cnn
 

@@ -11,7 +11,7 @@ from remat_core import InfeasibleBudget, checkpoint_all_cost, checkpoint_all_pea
 from remat_core.graph.generators import training_chain
 from remat_core.schedule.postpass import PassReason, evict_to_budget, reason_objects, tighten
 from remat_core.schedule.schedule import COMPUTE, FREE
-from remat_core.schedule.simulator import checkpoint_all_ops
+from remat_core.schedule import checkpoint_all_ops
 
 
 def wasteful_schedule(graph, seed):

@@ -4,7 +4,7 @@ from hypothesis import given
 from strategies import compute_graphs
 
 from remat_core import checkpoint_all_peak, memory_lower_bound, simulate
-from remat_core.schedule.simulator import checkpoint_all_ops
+from remat_core.schedule import checkpoint_all_ops
 
 
 @given(compute_graphs())

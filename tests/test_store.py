@@ -82,6 +82,27 @@ def test_same_graph_same_key_and_every_choice_changes_it(graph):
     assert len({k.digest for k in changed} | {key.digest}) == len(changed) + 1
 
 
+def test_a_traced_graph_and_its_file_are_keyed_apart_for_a_solver_that_reads_the_trace(store):
+    """torch-partitioner runs on a traced graph's own FX graph, and on the sizes alone for the same graph read
+    from its file: two answers for one content hash. The store keys the solvers that read the trace by the
+    graph's mode too, so neither answer is returned for the other; other solvers share one key."""
+    from remat_core.frontends.trace import trace_training_graph
+    from tiny_models import small_cnn
+
+    traced = trace_training_graph(*small_cnn())
+    from_file = ComputeGraph.from_json(json.loads(json.dumps(traced.to_json())))
+    assert traced.content_hash == from_file.content_hash
+    assert (traced.attachments.mode, from_file.attachments.mode) == ("traced", "sizes")
+    budget = checkpoint_all_peak(traced)
+    assert result_key(traced, budget, "torch-partitioner") != result_key(from_file, budget, "torch-partitioner")
+    assert result_key(traced, budget, "dtr") == result_key(from_file, budget, "dtr")
+    first = stored_solve(traced, budget, "torch-partitioner", store=store)
+    second = stored_solve(from_file, budget, "torch-partitioner", store=store)
+    assert not second.from_store and store.stats()["entries"] == 2
+    assert (first.schedule.solver_info["mode"], second.schedule.solver_info["mode"]) == ("traced", "sizes")
+    assert stored_solve(from_file, budget, "torch-partitioner", store=store).from_store
+
+
 def test_a_repeated_solve_is_the_stored_schedule_simulated_again(graph, store):
     budget = checkpoint_all_peak(graph) // 2
     first = stored_solve(graph, budget, "rotor", store=store)

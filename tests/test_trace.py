@@ -24,7 +24,7 @@ from remat_core.frontends.tracing.coarsen import coarsen_by_module
 from remat_core.frontends.tracing.costs import op_flops
 from remat_core.frontends.zoo import build_model, param_count
 from remat_core.graph.cost_models import FLOPS_PER_BYTE
-from remat_core.schedule.simulator import checkpoint_all_ops
+from remat_core.schedule import checkpoint_all_ops
 
 from tiny_models import mlp, small_cnn, tiny_attention
 
@@ -126,7 +126,7 @@ def _zoo(name, **options):
 def test_views_own_no_storage_and_alias_their_base():
     graph = trace(tiny_attention)
     assert not {n.op for n in graph.nodes} & VIEW_OPS
-    binding = graph.attachments["fx_binding"]
+    binding = graph.attachments.binding
     first_owner: dict[StorageWeakRef, tuple[str, ...]] = {}
     views = 0
     for node in binding.graph_module.graph.nodes:
@@ -157,7 +157,7 @@ def test_multi_output_ops_give_one_node_per_output_and_share_the_cost():
 
 def test_buffer_updates_are_written_back_into_the_buffers():
     graph = trace(small_cnn)
-    binding = graph.attachments["fx_binding"]
+    binding = graph.attachments.binding
     assert set(binding.buffer_updates) == {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked",
                                            "block.1.running_mean", "block.1.running_var",
                                            "block.1.num_batches_tracked"}
@@ -176,7 +176,7 @@ def test_kinds_and_outputs_are_the_parameter_gradients():
     assert all(n.pinned == (n.kind in ("param", "buffer", "input")) for n in graph.nodes)
     assert kinds["input"] == 2  # the images and the labels
     params = dict(module.named_parameters())
-    binding = graph.attachments["fx_binding"]
+    binding = graph.attachments.binding
     assert set(binding.param_grads) == set(params)
     end = graph.node("step_end")
     assert set(graph.outputs) == set(binding.param_grads.values()) | {end.id}
@@ -204,7 +204,7 @@ def test_every_node_has_its_module_path_and_a_label():
 
 def test_a_shared_module_gives_one_call_per_use():
     graph = trace_zoo_model("resnet18", batch_size=2, image_size=32)
-    calls = graph.attachments["fx_binding"].module_calls
+    calls = graph.attachments.binding.module_calls
     relu_calls = {calls[n.id] for n in graph.nodes if n.module == "layer1.0.relu" and n.kind == "forward"}
     assert relu_calls == {0, 1}  # BasicBlock applies its one ReLU twice
 
@@ -212,7 +212,7 @@ def test_a_shared_module_gives_one_call_per_use():
 def test_tied_embeddings_share_one_pinned_node_and_sum_their_gradients():
     built = build_model("gpt2", batch_size=1, seq_len=8, depth=1)
     graph = trace_training_graph(built.module, built.example_inputs, built.loss)
-    binding = graph.attachments["fx_binding"]
+    binding = graph.attachments.binding
     tied = [n for n in graph.nodes if n.kind == "param" and "wte.weight" in n.label]
     assert len(tied) == 1 and tied[0].label == "wte.weight = lm_head.weight"
     grad = binding.param_grads["wte.weight"]
@@ -230,8 +230,8 @@ def test_tied_embeddings_share_one_pinned_node_and_sum_their_gradients():
 def test_a_tied_models_eager_step_holds_what_its_graph_says():
     """Found on gpt2: the graph summed the tied gradients in place, eager autograd holds a third weight-sized
     tensor for the sum (the engine cannot add into a view), so a real step held 28% more than simulated."""
-    from remat_core.run.routes import train_step
-    from remat_core.schedule.simulator import checkpoint_all_ops
+    from remat_core.run import train_step
+    from remat_core.schedule import checkpoint_all_ops
     graph = trace_zoo_model("gpt2", batch_size=1, seq_len=8, depth=1)
     schedule = solve(graph, checkpoint_all_peak(graph), "checkpoint-all")
     report = train_step(graph, schedule, "plan")
@@ -243,8 +243,8 @@ def test_a_tied_models_eager_step_holds_what_its_graph_says():
 def test_the_kept_fx_graph_computes_the_real_gradients():
     module, inputs, loss = small_cnn()
     graph = trace_training_graph(module, inputs, loss)
-    binding = graph.attachments["fx_binding"]
-    gm = graph.attachments["fx"]
+    binding = graph.attachments.binding
+    gm = graph.attachments.binding.graph_module
     assert gm is binding.graph_module and isinstance(gm, torch.fx.GraphModule)
     named = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     flat = [*inputs, *loss.targets]
@@ -280,7 +280,7 @@ def test_the_kept_fx_graph_computes_the_real_gradients():
 def test_flop_costs_match_pytorchs_flop_counter():
     module, inputs, loss = small_cnn()
     graph = trace_training_graph(module, inputs, loss)
-    gm = graph.attachments["fx"]
+    gm = graph.attachments.binding.graph_module
     formula = sum(f for f in (op_flops(n) for n in gm.graph.nodes if n.op == "call_function") if f is not None)
     with FlopCounterMode(display=False) as counter:
         loss.fn(module(*inputs), *loss.targets).backward()
@@ -360,10 +360,10 @@ def _check_training_graph(graph, params):
 def test_module_level_groups_partition_the_op_graph():
     op = trace(small_cnn)
     module = trace(small_cnn, level="module")
-    groups = module.attachments["groups"]
+    groups = module.attachments.groups
     members = [i for ids in groups.values() for i in ids]
     assert sorted(members) == sorted(op.ids) and set(groups) == set(module.ids)
-    assert module.attachments["op_graph"].ids == op.ids
+    assert module.attachments.op_graph.ids == op.ids
     ids = set(module.ids)
     assert {"conv:fwd", "block.0:bwd", "conv:grads", "conv:params", "bn:fwd", "bn:saved", "bn:buffers",
             "<loss>:loss", "(model):inputs"} <= ids

@@ -7,16 +7,11 @@ views merged into their storage owners (:mod:`remat_core.frontends.tracing.to_gr
 call per pass (:mod:`remat_core.frontends.tracing.coarsen`). :func:`trace_zoo_model` does the same for a
 model of :mod:`remat_core.frontends.zoo`.
 
-What the graph keeps beside itself (``graph.attachments``, not in its JSON or hash):
-
-- ``"fx"``: the joint :class:`torch.fx.GraphModule` (ATen ops; run it on real tensors to execute
-  a schedule);
-- ``"fx_binding"``: a :class:`~remat_core.frontends.tracing.to_graph.FxBinding`, which maps every graph node
-  to the FX node whose value it is and every FX node to the graph node(s) holding its storage;
-- ``"joint"``: the :class:`~remat_core.frontends.tracing.capture.JointGraph` (the model and the example
-  inputs: the real values :mod:`remat_core.run.executor` runs the graph on);
-- ``"groups"`` (module level only): module-level node id -> the op-level node ids it stands for;
-- ``"op_graph"`` (module level only): the op-level graph it was coarsened from.
+What the graph keeps beside itself (``graph.attachments``, a :class:`~remat_core.graph.Attachments`, not in
+its JSON or hash): the :class:`~remat_core.frontends.tracing.to_graph.FxBinding` (every graph node's FX node,
+every FX node's storage owners, the joint ``torch.fx.GraphModule``), the
+:class:`~remat_core.frontends.tracing.capture.JointGraph` (the model and the example inputs a schedule runs
+on) and, at module level, the groups and the op-level graph they were coarsened from.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import networkx as nx
 
 from ..errors import GraphError
+from .attachments import NONE as NO_ATTACHMENTS
+from .attachments import Attachments
 
 NODE_KINDS = ("input", "param", "buffer", "forward", "loss", "backward", "other")
 """Every kind a node may have. Pinned nodes are usually ``input``, ``param`` or ``buffer``."""
@@ -194,9 +196,9 @@ class ComputeGraph:
         Nodes that must be computed. Default: every sink that is not pinned.
     name : str
         A display name.
-    attachments : mapping, optional
-        Extra Python objects kept beside the graph (a traced FX module, say); not part of the JSON
-        or the content hash.
+    attachments : Attachments, optional
+        What a traced graph carries beside itself (the model, its joint FX graph:
+        :class:`~remat_core.graph.attachments.Attachments`); not part of the JSON or the content hash.
 
     Raises
     ------
@@ -214,7 +216,7 @@ class ComputeGraph:
     """
 
     def __init__(self, nodes: Iterable[Node], edges: Iterable[tuple[str, str]], outputs: Iterable[str] | None = None,
-                 name: str = "graph", attachments: Mapping[str, Any] | None = None):
+                 name: str = "graph", attachments: Attachments | None = None):
         self.name = str(name)
         node_list = [_checked_node(n) for n in nodes]
         if not node_list:
@@ -286,7 +288,9 @@ class ComputeGraph:
             if not out_idx:
                 raise GraphError("the graph's output list is empty; name at least one node to compute")
         self.output_idx: tuple[int, ...] = tuple(out_idx)
-        self._attachments = MappingProxyType(dict(attachments or {}))
+        if attachments is not None and not isinstance(attachments, Attachments):
+            raise TypeError(f"attachments must be an Attachments, got {type(attachments).__name__}")
+        self._attachments = attachments if attachments is not None else NO_ATTACHMENTS
         self._memo: dict[str, Any] = {}
         self._frozen = True
 
@@ -350,8 +354,8 @@ class ComputeGraph:
         return tuple(n.id for n in self._nodes)
 
     @property
-    def attachments(self) -> Mapping[str, Any]:
-        """Read-only extra objects kept beside the graph (not serialised, not hashed)."""
+    def attachments(self) -> Attachments:
+        """What the graph carries beside itself (not serialised, not hashed; empty for a graph read from a file)."""
         return self._attachments
 
     def node(self, node_id: str) -> Node:

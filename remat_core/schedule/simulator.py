@@ -43,7 +43,6 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from ..errors import InvalidSchedule
 from ..graph import ComputeGraph
-from .ops import free_after_last_use, needed_topological_order
 from .schedule import ACTIONS, COMPUTE, FREE, OFFLOAD, PREFETCH, TRANSFERS, Op, Schedule
 
 
@@ -267,12 +266,12 @@ def simulate(graph: ComputeGraph, schedule: Schedule | Iterable[Op], budget: int
         if i is None:
             raise InvalidSchedule(step, (action, node), f"unknown node {node!r}: the graph has no node with that id")
         indexed.append((action, i))
-    peak, peak_step, cost, timeline, counts, held, timing = _simulate_core(graph, indexed, budget, link)
+    core = _simulate_core(graph, indexed, budget, link)
     ids = graph.ids
-    compute_counts = {ids[i]: c for i, c in enumerate(counts) if c}
-    return SimulationResult(peak=peak, peak_step=peak_step, cost=cost, start_memory=graph.pinned_bytes,
-                            memory=tuple(timeline), compute_counts=compute_counts, ops=ops,
-                            transient=tuple(held) if any(held) else (), timing=timing)
+    compute_counts = {ids[i]: c for i, c in enumerate(core.counts) if c}
+    return SimulationResult(peak=core.peak, peak_step=core.peak_step, cost=core.cost, start_memory=graph.pinned_bytes,
+                            memory=tuple(core.memory), compute_counts=compute_counts, ops=ops,
+                            transient=tuple(core.held) if any(core.held) else (), timing=core.timing)
 
 
 def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: int | None = None,
@@ -285,14 +284,29 @@ def measure_indexed(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget:
     InvalidSchedule
         As :func:`simulate` does (the op is reported with the node's id).
     """
-    peak, _, cost, _, _, _, _ = _simulate_core(graph, ops, budget, link)
-    return peak, cost
+    core = _simulate_core(graph, ops, budget, link)
+    return core.peak, core.cost
+
+
+class _Core(NamedTuple):
+    """What the simulator's loop measured, on node indices."""
+
+    peak: int
+    peak_step: int
+    cost: float
+    memory: list[int]
+    """Memory after each op."""
+    counts: list[int]
+    """Computes per node index."""
+    held: list[int]
+    """What each op's kernel held beyond the memory after it."""
+    timing: Timing | None
+    """The lanes' timing (with a link)."""
 
 
 def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: int | None,
-                   link: Link | None = None) -> tuple[int, int, float, list[int], list[int], list[int], Timing | None]:
-    """The one simulator's loop over index ops: peak, its step, cost, memory after each op, computes per node,
-    what each op's kernel held beyond the memory after it, and the lanes' timing (with a link)."""
+                   link: Link | None = None) -> _Core:
+    """The one simulator's loop over index ops (see :class:`_Core`)."""
     mem = graph.mem
     transient = graph.transient
     siblings = graph.siblings
@@ -380,7 +394,7 @@ def _simulate_core(graph: ComputeGraph, ops: Sequence[tuple[str, int]], budget: 
     if never:
         names = ", ".join(f"'{n}'" for n in never[:5]) + (f" and {len(never) - 5} more" if len(never) > 5 else "")
         raise InvalidSchedule(len(ops), None, f"output(s) never computed: {names}")
-    return peak, peak_step, total_cost, timeline, counts, held, lanes.timing() if lanes is not None else None
+    return _Core(peak, peak_step, total_cost, timeline, counts, held, lanes.timing() if lanes is not None else None)
 
 
 class _Lanes:
@@ -444,49 +458,3 @@ class _Lanes:
     def timing(self) -> Timing:
         return Timing(max(self.last, self.now), tuple(self.start), tuple(self.end), self.compute_stall,
                       self.transfer_stall, self.host_peak, self.moved[OFFLOAD], self.moved[PREFETCH])
-
-
-def checkpoint_all_ops(graph: ComputeGraph, explain: bool = True):
-    """The checkpoint-all schedule: the graph's topological order, each tensor freed after its last use."""
-    return free_after_last_use(graph, needed_topological_order(graph), explain=explain)
-
-
-def checkpoint_all_peak(graph: ComputeGraph) -> int:
-    """Peak memory of the checkpoint-all schedule (no recomputation), in bytes."""
-    return graph.memo("checkpoint_all_peak",
-                      lambda: simulate(graph, checkpoint_all_ops(graph, explain=False)[0]).peak)
-
-
-def checkpoint_all_cost(graph: ComputeGraph) -> float:
-    """Cost of computing every needed node exactly once: the baseline for cost overheads."""
-    return graph.memo("checkpoint_all_cost", lambda: sum(graph.cost[i] for i in graph.needed_idx))
-
-
-def memory_lower_bound(graph: ComputeGraph) -> int:
-    """A lower bound on the peak of any valid schedule, in bytes.
-
-    Computing a node needs the pinned nodes, the node itself, its kernel's transient bytes and its
-    non-pinned predecessors all resident at once (and a multi-output op's first call all its
-    outputs); the bound is the largest such sum over every node that must be computed (the outputs
-    and their ancestors).
-    """
-    def compute() -> int:
-        pinned, mem, transient, siblings = graph.pinned, graph.mem, graph.transient, graph.siblings
-        best = 0
-        for i in graph.needed_idx:
-            best = max(best, mem[i] + transient[i] + sum(mem[j] for j in siblings[i])
-                       + sum(mem[j] for j in graph.pred_idx[i] if not pinned[j]))
-        return graph.pinned_bytes + best
-    return graph.memo("memory_lower_bound", compute)
-
-
-def schedule_stats(graph: ComputeGraph, result: SimulationResult) -> dict[str, Any]:
-    """The stats :func:`remat_core.solve` attaches: measured figures plus the checkpoint-all baseline, and for a
-    schedule timed over a link its transfer lane's (:meth:`Timing.summary`: makespan, stalls, host peak, bytes)."""
-    base_cost = checkpoint_all_cost(graph)
-    lane = result.timing.summary() if result.timing is not None else {}
-    return {"peak": result.peak, "cost": result.cost, "computes": result.computes,
-            "recomputes": result.recomputes, "recomputed_nodes": len(result.recomputed_nodes),
-            "checkpoint_all_peak": checkpoint_all_peak(graph), "checkpoint_all_cost": base_cost,
-            "overhead": (result.cost / base_cost - 1.0) if base_cost > 0 else 0.0, **lane}
-

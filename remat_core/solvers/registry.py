@@ -99,7 +99,8 @@ class SolverTags:
         count against the budget: it may refuse even the checkpoint-all peak, and a refusal names a slab
         that surely fits (every tensor at once), which can be above that peak.
     uses_traced_graph : bool
-        It works on a traced model's FX graph when the graph carries one (and on our sizes otherwise).
+        It works on a traced model's FX graph when the graph carries one (and on our sizes otherwise), so its
+        answer depends on more than the graph's content hash: the results store keys it by the graph's mode too.
     traceable_recursion : bool
         Its recursion can be traced call by call (:func:`~remat_core.solvers.trace_recursion`): the Learn page.
     offloads : bool

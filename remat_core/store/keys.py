@@ -1,5 +1,7 @@
 """What a stored result is keyed by: the graph's content hash, the solver, its options, the budget, the
-time limit and the package version.
+time limit and the package version; for a solver tagged ``uses_traced_graph``, also whether the graph
+carries its traced model (:attr:`~remat_core.graph.Attachments.mode`), which the content hash does not cover
+and such a solver's answer depends on.
 
 Options are keyed with every declared option filled in (a default given explicitly and one left
 out are the same solve) and written as canonical JSON, so equal choices give equal keys in any
@@ -72,14 +74,18 @@ def result_key(graph: ComputeGraph, budget: int, solver: str, time_limit: float 
                options: Mapping[str, Any] | None = None, allocator: AllocatorConfig | None = None,
                link: Link | None = None) -> ResultKey:
     """The key of ``solver`` on ``graph`` at ``budget`` (a budget on reserved bytes under ``allocator``'s settings
-    keys them beside the options, as ``memory``; a transfer lane as ``link``).
+    keys them beside the options, as ``memory``; a transfer lane as ``link``; the graph's mode, ``traced`` or
+    ``sizes``, as ``graph_mode`` for a solver that reads a traced model when there is one).
 
     Raises
     ------
     UnknownSolver, SolverOptionError, BudgetError
         For a solver or option that does not exist, or a budget that is not a whole number of bytes.
     """
-    bound = get_solver(solver).bind(options or {})
+    spec = get_solver(solver)
+    bound = spec.bind(options or {})
+    if spec.tags.uses_traced_graph:
+        bound = {**bound, "graph_mode": graph.attachments.mode}
     if allocator is not None:
         bound = {**bound, "memory": f"reserved:{allocator.text()}"}
     if link is not None:

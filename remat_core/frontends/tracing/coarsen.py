@@ -68,7 +68,7 @@ def coarsen_by_module(graph: ComputeGraph) -> ComputeGraph:
     ----------
     graph : ComputeGraph
         Nodes carry ``module`` (None counts as the model itself) and ``kind``. When the graph came
-        from the tracer, ``attachments["fx_binding"].module_calls`` separates the calls of a module
+        from the tracer, ``attachments.binding.module_calls`` separates the calls of a module
         used more than once (a shared activation); without it, a module's calls merge wherever the
         acyclicity rule allows.
 
@@ -79,10 +79,10 @@ def coarsen_by_module(graph: ComputeGraph) -> ComputeGraph:
         ``layer1.0.bn1:saved``, ``layer1.0.conv1:grads``, ``<loss>:loss``, ``layer1.0.conv1:params``),
         with ``#n`` for the n-th node of a module and pass (a module called more than once, or a
         call the acyclicity rule split). The op is the module's class name when known.
-        Attachments: the input graph's, plus ``"groups"`` (node id -> op-level ids) and
-        ``"op_graph"`` (the input graph).
+        Attachments: the input graph's, with ``groups`` (node id -> op-level ids) and ``op_graph`` (the
+        input graph).
     """
-    binding = graph.attachments.get("fx_binding")
+    binding = graph.attachments.binding
     calls = binding.module_calls if binding is not None else {}
     module_types = binding.module_types if binding is not None else {}
     groups, group_of = _group(graph, calls)
@@ -155,9 +155,7 @@ def _build(graph: ComputeGraph, groups: list[_Group], group_of: list[int], modul
     edges = sorted((u, v) for u, v in edges if u != v)
     out_ids = list(dict.fromkeys(ids[group_of[i]] for i in graph.output_idx))
     members = MappingProxyType({gid: tuple(nodes[i].id for i in g.members) for g, gid in zip(groups, ids)})
-    attachments = dict(graph.attachments)
-    attachments.update(groups=members, op_graph=graph)
-    return ComputeGraph(coarse, edges, out_ids, name=graph.name, attachments=attachments)
+    return ComputeGraph(coarse, edges, out_ids, name=graph.name, attachments=graph.attachments.coarsened(members, graph))
 
 
 def _busiest(graph: ComputeGraph, members: list[int], leaving: set[int]) -> int:

@@ -61,7 +61,7 @@ from torch import fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ...errors import TraceError
-from ...graph import ComputeGraph, Node
+from ...graph import Attachments, ComputeGraph, Node
 from .capture import CALL_KEY, LOSS_MODULE, MODEL_PREFIX, MODULE_KEY, PHASE_KEY, JointGraph
 from .costs import accumulation_cost, op_cost, seed_cost
 from .kernel_memory import KernelMemory
@@ -69,12 +69,12 @@ from .kernel_memory import KernelMemory
 
 @dataclass(frozen=True)
 class FxBinding:
-    """How a traced graph maps onto its FX joint graph; ``graph.attachments["fx_binding"]``.
+    """How a traced graph maps onto its FX joint graph; ``graph.attachments.binding``.
 
     Attributes
     ----------
     graph_module : torch.fx.GraphModule
-        The joint graph (also ``graph.attachments["fx"]``), called as ``graph_module(primals,
+        The joint graph, called as ``graph_module(primals,
         tangents)``: two lists in placeholder order, ``primals_*`` (parameters, buffers, inputs,
         loss targets: see each placeholder's ``meta["desc"]``) and ``tangents_*`` (the gradient
         seed, ``ones_like(loss)``). It returns ``(forward_outputs, gradients)``: buffer updates and
@@ -156,9 +156,9 @@ def joint_to_graph(joint: JointGraph, cost: str, measured: Mapping[str, float] |
     Returns
     -------
     ComputeGraph
-        With ``attachments["fx"]`` (the GraphModule), ``attachments["fx_binding"]``
-        (:class:`FxBinding`) and ``attachments["joint"]`` (the :class:`JointGraph`: the model and
-        example inputs whose real values an executor runs the graph on).
+        With ``attachments.binding`` (:class:`FxBinding`, its ``graph_module`` the joint graph) and
+        ``attachments.joint`` (the :class:`JointGraph`: the model and example inputs whose real values an
+        executor runs the graph on).
 
     Raises
     ------
@@ -231,7 +231,7 @@ class _GraphBuilder:
             loss=self._single_owner(self.loss_fx, "the loss"), param_grads=MappingProxyType(param_grads),
             buffer_updates=MappingProxyType(buffer_updates))
         return ComputeGraph(nodes, edges, outputs, name=name,
-                            attachments={"fx": self.gm, "fx_binding": binding, "joint": self.joint})
+                            attachments=Attachments(binding=binding, joint=self.joint))
 
     def _add(self, draft: _Draft, fx_name: str | None, position: int | None = None) -> None:
         if position is None:

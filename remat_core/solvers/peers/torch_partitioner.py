@@ -13,7 +13,7 @@ Two ways onto our graphs, and ``solver_info["mode"]`` says which was taken:
 
 - **traced** (a graph traced from PyTorch here: the zoo, ``--model``, ``.pt2``): torch's own
   partitioner runs on the very joint FX graph the graph was built from
-  (``graph.attachments["fx_binding"]``), and the FX values it saves are mapped onto our nodes
+  (``graph.attachments.binding``), and the FX values it saves are mapped onto our nodes
   through the tracer's storage binding (a view saves its base; module-level graphs keep a group
   when torch saves any tensor of it). Torch's defaults hold, with CSE off so that its nodes stay
   ours one for one.
@@ -54,16 +54,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from ...errors import InfeasibleBudget
-from ...graph import ComputeGraph
+from ...graph import TRACED, ComputeGraph
 from ...schedule import (Op, Reason, Schedule, checkpoint_all_ops, needed_topological_order, ops_from_computes, reason,
                          simulate)
 from ..registry import Option, SolverTags, register
 
 KNAPSACKS = ("dp", "greedy", "ilp")
 """Torch's names of its knapsack solvers (``activation_memory_budget_solver``)."""
-
-TRACED, SIZES = "traced", "sizes"
-"""The two modes: torch's partitioner on the traced FX graph, or its rules on the graph's sizes."""
 
 GRID = 8
 """The search evaluates fractions 0, 1/8, ..., 1 first."""
@@ -160,7 +157,7 @@ def torch_partition_curve(graph: ComputeGraph, knapsack: str = "dp") -> Curve:
 # -- the search over fractions ---------------------------------------------------------------------
 
 def _search(graph: ComputeGraph, knapsack: str) -> Curve:
-    mode = TRACED if _traced_op_graph(graph) is not None else SIZES
+    mode = graph.attachments.mode
     phases = _Phases(graph)
     saved_at = _traced_partitioner(graph, knapsack) if mode == TRACED else _sizes_partitioner(graph, phases, knapsack)
     by_saved: dict[frozenset[int], CurvePoint] = {}
@@ -316,24 +313,17 @@ def _min_cut(graph: ComputeGraph, phases: _Phases, distance: Mapping[int, float]
 
 # -- traced mode: torch's partitioner on the joint FX graph ----------------------------------------
 
-def _traced_op_graph(graph: ComputeGraph) -> ComputeGraph | None:
-    """The op-level traced graph behind ``graph`` (itself, or a module-level graph's ``op_graph``), if any."""
-    op_graph = graph.attachments.get("op_graph", graph)
-    return op_graph if "fx_binding" in op_graph.attachments else None
-
-
 def _traced_partitioner(graph: ComputeGraph, knapsack: str) -> Callable[[float], frozenset[int]]:
     """``fraction -> saved set``: torch's ``min_cut_rematerialization_partition`` on a copy of the joint
     graph, its saved FX values mapped onto ``graph``'s nodes."""
     from torch._functorch import config
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    op_graph = _traced_op_graph(graph)
-    binding = op_graph.attachments["fx_binding"]
+    binding = (graph.attachments.op_graph or graph).attachments.binding
     joint = binding.graph_module
     descs = [type(d).__name__ for d in joint.graph.output_node().meta["desc"]]
     forward_outputs = descs.index("GradAOTOutput") if "GradAOTOutput" in descs else len(descs)
-    groups: Mapping[str, Any] | None = graph.attachments.get("groups")
+    groups: Mapping[str, Any] | None = graph.attachments.groups
     group_of = {member: group for group, members in groups.items() for member in members} if groups else None
 
     def saved_at(fraction: float) -> frozenset[int]:
