@@ -89,7 +89,7 @@ def measure_model(name: str, options: dict, compile_route: bool) -> dict:
     row["plan"] = {"measured": plan.measured_peak, "simulated": plan.simulated_peak,
                    "gradients_equal": plan.gradients_equal}
     if counting_allocator.available():
-        joint = graph.attachments["joint"]
+        joint = graph.attachments.joint
         for p in joint.model.parameters():
             p.grad = None
         with counting_allocator.counting() as count:

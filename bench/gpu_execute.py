@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pytorch_bridge import MODELS, ROOT, run, table  # noqa: E402
 
 from remat_core.frontends import LossSetup, build_model, trace_training_graph  # noqa: E402
-from remat_core.run import VIAS  # noqa: E402
+from remat_core.run import ROUTES  # noqa: E402
 
 GPU_MODELS = {
     "resnet18": {"batch_size": 64, "image_size": 224},
@@ -47,7 +47,7 @@ def trace_on(device: torch.device, model: str):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--vias", default=",".join(VIAS))
+    parser.add_argument("--vias", default=",".join(ROUTES))
     parser.add_argument("--budgets", default="70,50,30")
     parser.add_argument("--timing-runs", type=int, default=3)
     parser.add_argument("--limit", type=float, default=300, help="seconds per route; over it, recorded as timed out")

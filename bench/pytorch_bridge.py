@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 from remat_core import InfeasibleBudget, checkpoint_all_peak, format_bytes, memory_lower_bound, solve
 from remat_core.frontends import trace_zoo_model
-from remat_core.run import VIAS, train_step
+from remat_core.run import ROUTES, train_step
 from remat_core.solvers import solver_names
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -291,7 +291,7 @@ def _write_table(document: Path, rows: list[dict[str, Any]], vias: list[str]) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--vias", default=",".join(VIAS))
+    parser.add_argument("--vias", default=",".join(ROUTES))
     parser.add_argument("--budgets", default="70,50,30", help="percents of the checkpoint-all activation peak")
     parser.add_argument("--timing-runs", type=int, default=2, help="timed runs per step (the fastest counts)")
     parser.add_argument("--limit", type=float, default=300, help="seconds per route; over it, recorded as timed out")

@@ -14,9 +14,9 @@ from torch import nn
 
 from remat_core import Schedule, checkpoint_all_peak, memory_lower_bound, solve
 from remat_core.frontends.trace import trace_training_graph
-from remat_core.run import VIAS, train_step
+from remat_core.run import route_names, train_step
 from remat_core.run.decisions import KEEP, RECOMPUTE, plan_decisions
-from remat_core.run.executor import ExecutionError
+from remat_core.errors import ExecutionError
 
 REPORT_KEYS = {"gradients_equal", "max_grad_diff", "measured_peak", "simulated_peak", "eager_peak", "step_seconds",
                "eager_step_seconds"}
@@ -93,14 +93,15 @@ def test_sacs_route_holds_what_the_forward_hands_back_whatever_the_plan_says():
     the end of the step, once, as a real step does."""
     from remat_core.frontends.trace import trace_zoo_model
     from remat_core.run.forward import forward_program
-    from remat_core.run.sac_route import sac_route_ops, step_returns
+    from remat_core.run.installed import forward_returns
+    from remat_core.run.sac_route import sac_route_ops
     graph = trace_zoo_model("gpt2", batch_size=1, seq_len=8, depth=1)
     schedule = solve(graph, memory_lower_bound(graph), "lifetime-split")
     decisions = plan_decisions(graph, schedule.ops)
-    returned = [o for name in step_returns(graph) for o in graph.attachments["fx_binding"].storage[name]
+    returned = [o for name in forward_returns(graph, loss=True) for o in graph.attachments.binding.storage[name]
                 if graph.node(o).kind == "forward"]
     assert any(decisions.of(o) == RECOMPUTE for o in returned)  # the plan would free one
-    ops = sac_route_ops(decisions, forward_program(decisions, step_returns(graph)))
+    ops = sac_route_ops(decisions, forward_program(decisions, forward_returns(graph, loss=True)))
     for owner in returned:
         touched = [(kind, step) for step, (kind, v) in enumerate(ops) if v == owner]
         assert [kind for kind, _ in touched] == ["compute", "free"]
@@ -114,12 +115,13 @@ def test_sacs_route_holds_what_sacs_cache_holds():
     cache holds, and the real step is within 2% of it (5.5% over before)."""
     from remat_core.frontends.trace import trace_zoo_model
     from remat_core.run.forward import forward_program
-    from remat_core.run.sac_route import sac_route_ops, sac_route_peak, step_returns
+    from remat_core.run.installed import forward_returns
+    from remat_core.run.sac_route import sac_route_ops, sac_route_peak
     graph = trace_zoo_model("inception", batch_size=2, image_size=96)
     schedule = solve(graph, between(graph, 0.3), "auto", time_limit=5, seed=0)
     decisions = plan_decisions(graph, schedule.ops)
-    program = forward_program(decisions, step_returns(graph))
-    binding = graph.attachments["fx_binding"]
+    program = forward_program(decisions, forward_returns(graph, loss=True))
+    binding = graph.attachments.binding
     checkpointed = {node.name for region in program.regions if region.checkpointed
                     for node in program.nodes[region.start:region.end]}
     cached = {o for name in program.saved & checkpointed for o in binding.storage[name]
@@ -149,7 +151,8 @@ def test_an_unknown_way_is_refused(residual):
     graph, schedule = residual
     with pytest.raises(ExecutionError, match="plan, sac, compile"):
         train_step(graph, schedule, "jit")
-    assert VIAS == ("plan", "sac", "compile", "offload")
+    assert route_names() == ("plan", "sac", "compile", "offload")
+    assert route_names(installs_module=True) == ("sac", "compile", "offload")
 
 
 def run_cli(*args, env=None):

@@ -8,7 +8,7 @@ from torch.nn import functional as F
 
 from remat_core import InfeasibleBudget, TraceError, rematerialize
 from remat_core.frontends.losses import cross_entropy
-from remat_core.run.executor import ExecutionError
+from remat_core.errors import ExecutionError
 from remat_core.run.measure import measure_step
 
 

@@ -9,10 +9,9 @@ import sys
 from collections import Counter
 
 from ..analysis import reported_gap
-from ..errors import InfeasibleBudget, SolverOptionError
+from ..errors import InfeasibleBudget
 from ..graph import COST_MODELS, format_bytes
-from ..run import GRADIENT_TOLERANCE, VIAS, StepReport
-from ..run.report import BUDGET_SLACK
+from ..run import GRADIENT_TOLERANCE, ROUTES, StepReport, get_route
 from ..schedule import checkpoint_all_peak, memory_lower_bound
 from ..solvers import DEFAULT_SOLVER, solve
 from ._common import (EXIT_INVALID_SCHEDULE, EXIT_OK, Command, add_link_args, budget_arg, link_of, option_args,
@@ -98,10 +97,8 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
                         f"seconds; a search stopped there says so, and a longer limit may find a cheaper plan)")
     p.add_argument("--solver-option", action="append", default=[], metavar="NAME=VALUE",
                    help="a solver option (repeatable)")
-    p.add_argument("--via", choices=VIAS, default=VIAS[0],
-                   help="plan: replay the schedule op by op (default); sac: selective activation checkpointing; "
-                        "compile: torch.compile with the plan in Inductor's partitioner (needs a C++ compiler); "
-                        "offload: sac with the plan's offloads as saved-tensor hooks (needs --bandwidth)")
+    p.add_argument("--via", choices=tuple(ROUTES), default=next(iter(ROUTES)),
+                   help="; ".join(f"{name}: {route.summary}" for name, route in ROUTES.items()))
     add_link_args(p, "a transfer lane to the host the solver may offload over (--via offload needs one; plan "
                      "replays offloads too)")
     p.add_argument("--tolerance", type=float, default=GRADIENT_TOLERANCE,
@@ -114,24 +111,19 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_execute(args: argparse.Namespace) -> int:
     from ..frontends import trace_source
     from ..run import train_step
-    from ..run.sac_route import sac_aware_schedule
 
+    route = get_route(args.via)
+    link = link_of(args)
+    route.check(link)
     graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
                          options=option_args(args.option))
     budget = budget_arg(args.budget, graph)
     options = option_args(args.solver_option)
-    link = link_of(args)
-    if args.via == "offload" and link is None:
-        raise SolverOptionError("--via offload runs a plan that offloads: give --bandwidth (a preset such as pcie4, "
-                                "or a rate such as 12GB/s) so that the solver plans copies (pofo, or auto)")
     if link is not None:
         options["link"] = link
     try:
-        if args.via == "sac":  # the plan SAC can keep: what its regions really hold fits the budget
-            schedule, _ = sac_aware_schedule(graph, budget, lambda asked: solve(graph, asked, args.solver,
-                                                                                time_limit=args.time_limit, **options))
-        else:
-            schedule = solve(graph, budget, args.solver, time_limit=args.time_limit, **options)
+        schedule = route.plan(graph, budget, lambda asked: solve(graph, asked, args.solver,
+                                                                 time_limit=args.time_limit, **options)).schedule
     except InfeasibleBudget as refusal:
         raise InfeasibleBudget(refusal.budget, refusal.smallest_feasible, refusal.solver,
                                "; ".join(filter(None, [refusal.detail, _budget_scale(graph)]))) from refusal
@@ -146,7 +138,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
                     **report.summary()})
     else:
         _print_step(graph.name, args.solver, budget, report, held)
-    over = over_budget(args.via, held, budget)
+    over = route.over_budget(held, budget, report.details)
     if over:
         sys.stderr.write(f"warning: {over}\n")
     for item in report.uncontrolled:
@@ -175,19 +167,6 @@ def _budget_scale(graph) -> str:
     peak = checkpoint_all_peak(graph)
     return (f"the lower bound is {memory_lower_bound(graph) / peak:.0%} of the checkpoint-all peak "
             f"{format_bytes(peak)}, the weights and inputs alone {graph.pinned_bytes / peak:.0%}")
-
-
-def over_budget(via: str, held: int, budget: int) -> str | None:
-    """What to tell a user whose step held more than its budget allows (``held``: its measured peak with the weights
-    and inputs), or None when it kept the budget to within :data:`BUDGET_SLACK`."""
-    if held <= budget * (1 + BUDGET_SLACK):
-        return None
-    why = {"compile": "torch.compile is not planned for: Inductor's own fusions and recomputation decide what the "
-                      "compiled step holds; --via plan or sac keep the budget",
-           "sac": "a kernel or autograd's bookkeeping held more than the route simulated; --via plan keeps the budget",
-           }.get(via, "a kernel allocated otherwise than when it was measured at trace time")
-    return (f"the step held {format_bytes(held)} with the weights and inputs, {held / budget:.2f}x the budget of "
-            f"{format_bytes(budget)}: {why}")
 
 
 def _print_step(graph: str, solver: str, budget: int, report: StepReport, held: int) -> None:

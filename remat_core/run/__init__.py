@@ -2,10 +2,10 @@
 
 In: a traced graph (with its model attached) and a schedule. Out: an execution op by op with the
 real bytes after every op and the gradients (``execute``), and its check against checkpoint-all's
-gradients and the simulator's memory (``tensor_check``); one real training step with the plan,
-replayed (``plan``), installed as selective activation checkpointing (``sac``) or handed to
-``torch.compile``'s partitioner (``compile``), measured against eager PyTorch (``train_step``,
-``StepReport``); and ``rematerialize``, a module traced, solved and installed once. Imports
+gradients and the simulator's memory (``tensor_check``); the route table (``routes``: every way a plan runs
+in PyTorch, replayed, as selective activation checkpointing, compiled, offloaded); one real training step
+through a route, measured against eager PyTorch (``step.train_step``, ``StepReport``); and ``rematerialize``,
+a module traced, solved and installed once. Imports
 :mod:`remat_core.graph`, :mod:`remat_core.schedule`, :mod:`remat_core.frontends` and
 :mod:`remat_core.solvers`. PyTorch loads on first use of a name that needs it (``_LAZY_IMPORTS``).
 """
@@ -15,25 +15,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .report import VIAS, StepReport, Uncontrolled
+from .report import StepReport, Uncontrolled
+from .routes import ROUTES, Route, get_route, route_names
 from .tensor_check import GRADIENT_TOLERANCE, TensorCheck, check_on_tensors
 
 _LAZY_IMPORTS = {
     "ExecutionResult": ".executor",
     "execute": ".executor",
     "gradient_difference": ".executor",
-    "is_executable": ".executor",
     "reference_gradients": ".executor",
     "RematerializedModule": ".rematerialized",
     "rematerialize": ".rematerialized",
-    "train_step": ".routes",
-    "with_model_of": ".executor",
+    "train_step": ".step",
 }
 """Names whose modules import PyTorch: loaded on first use."""
 
-__all__ = ["check_on_tensors", "execute", "ExecutionResult", "gradient_difference", "GRADIENT_TOLERANCE",
-           "is_executable", "reference_gradients", "RematerializedModule", "rematerialize", "StepReport",
-           "TensorCheck", "train_step", "Uncontrolled", "VIAS", "with_model_of"]
+__all__ = ["check_on_tensors", "execute", "ExecutionResult", "get_route", "gradient_difference", "GRADIENT_TOLERANCE",
+           "reference_gradients", "RematerializedModule", "rematerialize", "Route", "ROUTES", "route_names",
+           "StepReport", "TensorCheck", "train_step", "Uncontrolled"]
 
 
 def __getattr__(name: str) -> Any:

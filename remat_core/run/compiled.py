@@ -28,11 +28,11 @@ import torch.fx.traceback as fx_traceback
 from torch import fx
 from torch._inductor.custom_graph_pass import CustomKnapsackSolver
 
-from ..errors import first_line
+from ..errors import ExecutionError, first_line
 from ..graph import node_label
 from ..solvers import failure_dumps_kept_out
 from .decisions import RECOMPUTE, PlanDecisions
-from .executor import ExecutionError, draws_random
+from .executor import draws_random
 from .forward import ForwardProgram, Uncontrolled
 
 ANNOTATION = "remat_node"
@@ -133,7 +133,7 @@ class PlanKnapsack(CustomKnapsackSolver):
             self.uncontrolled.append(Uncontrolled(tensor, _bytes_of(source), reason))
 
     def _label(self, name: str) -> str:
-        owners = self.decisions.graph.attachments["fx_binding"].storage.get(name, ())
+        owners = self.decisions.graph.attachments.binding.storage.get(name, ())
         return node_label(self.decisions.graph, owners[0]) if owners else name
 
     def _report_what_torch_saves_anyway(self, joint_graph: fx.Graph, node_info: Any,
@@ -152,7 +152,7 @@ class PlanKnapsack(CustomKnapsackSolver):
             name = _traced_name(value)
             if name in self._known and name not in self.program.saved and \
                     any(self.decisions.of(o) == RECOMPUTE for o in
-                        self.decisions.graph.attachments["fx_binding"].storage.get(name, ())):
+                        self.decisions.graph.attachments.binding.storage.get(name, ())):
                 self.uncontrolled.append(Uncontrolled(
                     self._label(name), _bytes_of(value),
                     "the plan recomputes it, but torch's min cut saves it"))
@@ -200,19 +200,24 @@ def check_compiler() -> None:
                              f"CXX), or use --via plan or --via sac") from error
 
 
-def compile_failure(error: BaseException) -> ExecutionError | None:
-    """An :class:`ExecutionError` for a compile that failed for want of a working compiler, else None."""
+@contextmanager
+def compile_failures_reported() -> Iterator[None]:
+    """A compile inside the block that fails for want of a working compiler raises an :class:`ExecutionError`
+    saying so (torch raises its own wrappers of the cause); any other failure propagates as it is."""
     from torch._inductor.exc import CppCompileError, InvalidCxxCompiler
 
-    chain, seen = error, set()
-    while chain is not None and id(chain) not in seen:
-        seen.add(id(chain))
-        if isinstance(chain, (CppCompileError, InvalidCxxCompiler)):
-            return ExecutionError(f"torch.compile could not build the step's C++ kernels ({type(chain).__name__}: "
-                                  f"{first_line(chain, 200)}); check the C++ compiler (CXX), or use --via plan or "
-                                  f"--via sac")
-        chain = chain.__cause__ or chain.__context__
-    return None
+    try:
+        yield
+    except Exception as error:
+        chain, seen = error, set()
+        while chain is not None and id(chain) not in seen:
+            seen.add(id(chain))
+            if isinstance(chain, (CppCompileError, InvalidCxxCompiler)):
+                raise ExecutionError(f"torch.compile could not build the step's C++ kernels "
+                                     f"({type(chain).__name__}: {first_line(chain, 200)}); check the C++ compiler "
+                                     f"(CXX), or use --via plan or --via sac") from error
+            chain = chain.__cause__ or chain.__context__
+        raise
 
 
 def _annotated(name: str, op: Callable[..., Any]) -> Callable[..., Any]:

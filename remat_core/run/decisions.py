@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, Op
+from ..schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, Op, to_op_level
 
 KEEP, RECOMPUTE, TRANSIENT = "keep", "recompute", "transient"
 FORWARD_KINDS = ("forward", "loss")
@@ -59,8 +59,6 @@ class PlanDecisions:
 
 def plan_decisions(graph: ComputeGraph, ops: tuple[Op, ...]) -> PlanDecisions:
     """Read ``ops`` (a valid schedule of ``graph``) as keep / recompute / transient per forward node."""
-    from .executor import to_op_level
-
     op_graph, op_ops, _ = to_op_level(graph, ops)
     kinds = {n.id: n.kind for n in op_graph.nodes}
     boundary = next((k for k, (action, node) in enumerate(op_ops) if action == COMPUTE and kinds[node] == "backward"),

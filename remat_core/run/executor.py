@@ -36,10 +36,11 @@ from typing import Any, Mapping
 import torch
 from torch import fx
 
-from ..errors import RematError
+from ..errors import ExecutionError
 from ..frontends import MODEL_PREFIX, real_placeholder_values
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, TRANSFERS, Link, Op, Schedule, checkpoint_all_ops, simulate
+from ..schedule import (COMPUTE, FREE, OFFLOAD, TRANSFERS, Link, Op, Schedule, checkpoint_all_ops, simulate,
+                        to_op_level)
 
 
 SEED_STRIDE = 1_000_003
@@ -50,10 +51,6 @@ the step (replayed, through SAC, recomputed) draws the same masks."""
 def draws_random(node: fx.Node) -> bool:
     """Whether an FX node's op draws from the RNG (dropout's mask, ``bernoulli``)."""
     return torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
-
-
-class ExecutionError(RematError):
-    """A graph that cannot be executed (not traced from a model), or an op that failed on real tensors."""
 
 
 @dataclass(frozen=True)
@@ -159,124 +156,30 @@ def _to_host(value: Any) -> tuple[Any, torch.device | None]:
     return (value if value.device.type == "cpu" else value.to("cpu")), value.device
 
 
-def is_executable(graph: ComputeGraph) -> bool:
-    """Whether ``graph`` has a model behind it to run on: traced here (:mod:`remat_core.frontends.trace`), not read
-    from a file (JSON, ONNX), whose nodes carry sizes and costs only."""
-    return "fx_binding" in graph.attachments and "joint" in graph.attachments
-
-
-def with_model_of(graph: ComputeGraph, traced: ComputeGraph) -> ComputeGraph:
-    """``graph`` with the model behind ``traced`` attached, once they are checked to be the same graph.
-
-    A traced graph's model does not travel with its JSON (to another process, say); tracing the
-    model again gives it back. Nodes, sizes, edges and outputs must agree; costs may differ
-    (``measured`` costs are timings of one run), and execution does not read them.
-
-    Parameters
-    ----------
-    graph : ComputeGraph
-        The graph a schedule was made for (read from JSON, say).
-    traced : ComputeGraph
-        The same model traced again, with its attachments.
-
-    Returns
-    -------
-    ComputeGraph
-        ``traced`` itself when the two are identical, else ``graph``'s nodes with ``traced``'s attachments.
-
-    Raises
-    ------
-    ExecutionError
-        When ``traced`` has no model behind it, or is not the same graph.
-    """
-    if not is_executable(traced):
-        raise ExecutionError(f"graph {traced.name!r} has no traced model to attach: trace it with remat_core.frontends.trace")
-    if traced.content_hash == graph.content_hash:
-        return traced
-    for what, mine, theirs in (("node ids", graph.ids, traced.ids), ("sizes", graph.mem, traced.mem),
-                               ("pinned nodes", graph.pinned, traced.pinned), ("edges", graph.edges, traced.edges),
-                               ("outputs", graph.outputs, traced.outputs)):
-        if mine != theirs:
-            raise ExecutionError(f"the model traced again ({traced.name!r}) differs from graph {graph.name!r} in its "
-                                 f"{what}, so the schedule cannot be run on it; trace the model again in this process")
-    return ComputeGraph(graph.nodes, graph.edges, graph.outputs, name=graph.name, attachments=traced.attachments)
-
-
 def reference_gradients(graph: ComputeGraph, *, seed: int = 0) -> Mapping[str, torch.Tensor]:
     """Gradients of the checkpoint-all schedule: what every other schedule must reproduce."""
     return execute(graph, checkpoint_all_ops(graph, explain=False)[0], seed=seed, measure_memory=False).gradients
 
 
 def gradient_difference(result: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor]) -> float:
-    """Largest absolute difference between two sets of gradients (they must name the same parameters)."""
-    if set(result) != set(reference):
-        raise ExecutionError(f"gradients of different parameters: {sorted(set(result) ^ set(reference))[:5]}")
+    """Largest absolute difference between two sets of gradients (``result`` must have every parameter of
+    ``reference``; :class:`ExecutionError` naming the ones it lacks)."""
+    missing = sorted(set(reference) - set(result))
+    if missing:
+        raise ExecutionError(f"no gradient for {', '.join(missing[:5])}")
     return max((float((result[k] - reference[k]).abs().max()) for k in reference if reference[k].numel()),
                default=0.0)
-
-
-def to_op_level(graph: ComputeGraph, ops: tuple[Op, ...]
-                 ) -> tuple[ComputeGraph, tuple[Op, ...], tuple[int, ...]]:
-    """A module-level schedule as ops of the op-level graph it was coarsened from, with, for each op
-    of the schedule, how many op-level ops have been emitted once it is done."""
-    groups = graph.attachments.get("groups")
-    if groups is None:
-        return graph, ops, tuple(range(1, len(ops) + 1))
-    op_graph: ComputeGraph = graph.attachments["op_graph"]
-    topo_position = {i: p for p, i in enumerate(op_graph.topo_idx)}
-    outputs = set(op_graph.outputs)
-    expanded: list[Op] = []
-    ends: list[int] = []
-    held: dict[str, list[str]] = {}
-    offloaded: dict[str, list[str]] = {}
-    for action, group in ops:
-        members = groups[group]
-        if action == FREE:
-            expanded.extend((FREE, m) for m in held.pop(group))
-        elif action == OFFLOAD:
-            offloaded[group] = list(held[group])
-            expanded.extend((OFFLOAD, m) for m in held[group])
-        elif action == PREFETCH:
-            held[group] = offloaded[group]
-            expanded.extend((PREFETCH, m) for m in held[group])
-        else:
-            member_set = set(members)
-            order = sorted((op_graph.index[m] for m in members), key=topo_position.__getitem__)
-            leaving = [m for m in members if m in outputs or any(s not in member_set for s in op_graph.succs(m))]
-            expanded.extend(_group_ops(op_graph, order, set(leaving)))
-            held[group] = leaving
-        ends.append(len(expanded))
-    return op_graph, tuple(expanded), tuple(ends)
-
-
-def _group_ops(op_graph: ComputeGraph, order: list[int], leaving: set[str]) -> list[Op]:
-    """Compute a group's members in order; free each temporary after its last reader in the group."""
-    ids = op_graph.ids
-    position = {i: p for p, i in enumerate(order)}
-    last_reader: dict[int, int] = {}
-    for i in order:
-        for j in op_graph.pred_idx[i]:
-            if j in position:
-                last_reader[j] = i
-    ops: list[Op] = []
-    for i in order:
-        ops.append((COMPUTE, ids[i]))
-        ops.extend((FREE, ids[j]) for j in op_graph.pred_idx[i]
-                   if last_reader.get(j) == i and ids[j] not in leaving)
-        if i not in last_reader and ids[i] not in leaving:
-            ops.append((FREE, ids[i]))
-    return ops
 
 
 class _Runner:
     """The live state of one execution: values of resident FX nodes, keyed by the graph node owning them."""
 
     def __init__(self, graph: ComputeGraph, seed: int):
-        if not is_executable(graph):
+        if not graph.attachments.executable:
             raise ExecutionError(f"graph {graph.name!r} was not traced from a PyTorch model here, so there are no "
                                  f"real tensors to run it on; trace it with remat_core.frontends.trace (a graph read from a "
                                  f"file can only be simulated)")
-        binding, joint = graph.attachments["fx_binding"], graph.attachments["joint"]
+        binding, joint = graph.attachments.binding, graph.attachments.joint
         self.graph = graph
         self.binding = binding
         self.seed = seed

@@ -113,7 +113,7 @@ def forward_program(decisions: PlanDecisions, returns: Sequence[str]) -> Forward
         FX node names to compute (the loss, model outputs, buffer updates).
     """
     graph = decisions.graph
-    binding = graph.attachments["fx_binding"]
+    binding = graph.attachments.binding
     gm = binding.graph_module
     wanted = _ancestors(gm, returns)
     nodes = tuple(n for n in gm.graph.nodes if n.name in wanted and n.op in ("call_function", "get_attr"))

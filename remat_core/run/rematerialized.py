@@ -16,35 +16,26 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx.traceback as fx_traceback
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from ..errors import TraceError
-from ..frontends import LossSetup, real_placeholder_values, trace_training_graph
+from ..errors import ExecutionError, TraceError
+from ..frontends import LossSetup, trace_training_graph
 from ..graph import ComputeGraph, format_bytes, parse_budget
 from ..schedule import Link, Schedule, checkpoint_all_peak
 from ..schedule.links import parse_link
 from ..solvers import solve
-from .decisions import plan_decisions
-from .compiled import check_compiler, compile_failure, compiled_step, partitioner_settings
-from .executor import ExecutionError
-from .forward import ForwardProgram, forward_program, run_forward, write_buffer_updates
-from .offload_hooks import OffloadHooks, offloaded_values
+from .forward import ForwardProgram
+from .installed import OUTPUT_TAG, InstalledPlan, forward_returns
 from .report import Uncontrolled
-from .sac_route import sac_aware_schedule
+from .routes import Route, get_route, route_names
 
 NOTICEABLE = 0.05
 """Tensors the plan frees that the caller keeps are worth a warning above this share of the planned peak."""
-
-MODULE_VIAS = ("sac", "compile", "offload")
-"""How :func:`rematerialize` installs a plan (the op-by-op replay computes its own gradients: no module)."""
-
-OUTPUT_TAG = "remat_output"
-"""Key of ``node.meta["custom"]`` marking the alias of the model's i-th output tensor in the traced step."""
 
 
 def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "50%", solver: str = "rotor",
@@ -106,34 +97,20 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
     if not isinstance(module, nn.Module):
         raise TraceError(type(module).__name__, f"expected a torch.nn.Module, got {type(module).__name__}",
                          hint="wrap a function in an nn.Module whose forward calls it")
-    if via not in MODULE_VIAS:
-        raise ExecutionError(f"rematerialize installs a plan via {' or '.join(map(repr, MODULE_VIAS))}, not "
+    installable = route_names(installs_module=True)
+    if via not in installable:
+        raise ExecutionError(f"rematerialize installs a plan via {' or '.join(map(repr, installable))}, not "
                              f"{via!r}")
-    if via == "compile":
-        check_compiler()
+    route = get_route(via)
     link = parse_link(bandwidth) if isinstance(bandwidth, str) else bandwidth
-    if via == "offload" and link is None:
-        raise ExecutionError("via='offload' installs a plan's offloads: give bandwidth= (a preset such as 'pcie4', a "
-                             "rate such as '12GB/s', or a Link) so that the solver plans copies")
+    route.check(link)
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     tags = _OutputTags(loss)
     graph = trace_training_graph(module, inputs, LossSetup(tags.name, tags, tags.targets),
                                  name=type(module).__name__)
     asked = parse_budget(budget, checkpoint_all_peak(graph)) if isinstance(budget, str) else budget
-    if via == "sac":  # the plan SAC can keep: what its regions really hold fits the budget
-        schedule, promised = sac_aware_schedule(graph, asked, lambda b: solve(graph, b, solver), _returns(graph))
-    else:
-        schedule = solve(graph, asked, solver, link=link)
-        promised = schedule.stats["peak"]
-    return RematerializedModule(module, graph, schedule, tags, via, promised)
-
-
-def _returns(graph: ComputeGraph) -> list[str]:
-    """The FX values the drop-in module's forward hands back: the model's tagged outputs, then the buffer updates."""
-    binding = graph.attachments["fx_binding"]
-    outputs = {node.meta["custom"][OUTPUT_TAG]: node.args[0].name
-               for node in binding.graph_module.graph.nodes if OUTPUT_TAG in (node.meta.get("custom") or {})}
-    return [*(outputs[i] for i in range(len(outputs))), *binding.buffer_updates.values()]
+    plan = route.plan(graph, asked, lambda b: solve(graph, b, solver, link=link), forward_returns(graph, loss=False))
+    return RematerializedModule(module, graph, plan.schedule, tags, route, plan.promised_peak)
 
 
 class RematerializedModule(nn.Module):
@@ -153,32 +130,32 @@ class RematerializedModule(nn.Module):
         for ``compile`` the plan's.
     program : ForwardProgram
         The forward ops and their checkpoint regions.
-    via : str
-        ``sac``, ``compile`` or ``offload``.
+    route : Route
+        How the plan is installed (:mod:`remat_core.run.routes`: ``sac``, ``compile`` or ``offload``).
     """
 
-    def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags", via: str,
+    def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags", route: Route,
                  promised_peak: int):
         super().__init__()
         self.module = module
         self.graph = graph
         self.schedule = schedule
-        self.via = via
+        self.route = route
         self.promised_peak = promised_peak
-        self._compiled: Callable[..., tuple] | None = None
-        binding = graph.attachments["fx_binding"]
-        self._joint = graph.attachments["joint"]
-        self._buffer_updates = dict(binding.buffer_updates)
-        returns = _returns(graph)
-        self._outputs = returns[:len(returns) - len(self._buffer_updates)]
+        self._installed = InstalledPlan(graph, schedule, forward_returns(graph, loss=False))
+        self.program: ForwardProgram = self._installed.program
+        returns = self.program.returns
+        self._outputs = returns[:len(returns) - len(self._installed.buffer_updates)]
+        self._joint = graph.attachments.joint
         self._spec, self._constants = tags.spec, tags.constants
-        self._decisions = plan_decisions(graph, schedule.ops)
-        self.program: ForwardProgram = forward_program(self._decisions, returns)
-        self._offloaded = offloaded_values(self._decisions, binding, self.program.nodes)
-        self._placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self._traced_training = module.training
         self._shapes = [(tuple(t.shape), t.dtype, t.device) for t in self._joint.inputs[:self._joint.num_model_inputs]]
         self._warn_about(self.program.uncontrolled, stacklevel=4)
+
+    @property
+    def via(self) -> str:
+        """The route's name."""
+        return self.route.name
 
     def forward(self, *inputs: torch.Tensor) -> Any:
         if not torch.is_grad_enabled() or self.training != self._traced_training:
@@ -186,39 +163,13 @@ class RematerializedModule(nn.Module):
         self._check(inputs)
         joint = replace(self._joint, model=self.module,
                         inputs=(*inputs, *self._joint.inputs[self._joint.num_model_inputs:]))
-        values = dict(zip(self._placeholders, real_placeholder_values(joint, "run the rematerialized module",
-                                                                      "pass real tensors")))
-        if self.via == "compile":
-            returned = self._run_compiled(values)
-        elif self.via == "offload":
-            device = next((v.device for v in values.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
-            hooks = OffloadHooks(self._offloaded, device)
-            with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
-                returned = run_forward(self.program, values, on_value=hooks.produced)
-        else:
-            returned = run_forward(self.program, values)
-        write_buffer_updates(self.module, self._buffer_updates, returned)
-        leaves = iter(returned[name] for name in self._outputs)
+        forward = self.route.forward(self._installed, self._installed.values(joint, "run the rematerialized module",
+                                                                             "pass real tensors"))
+        if forward.uncontrolled:
+            self._warn_about(forward.uncontrolled, stacklevel=3)
+        self._installed.write_buffers(self.module, forward.returned)
+        leaves = iter(forward.returned[name] for name in self._outputs)
         return pytree.tree_unflatten([next(leaves) if c is _TENSOR else c for c in self._constants], self._spec)
-
-    def _run_compiled(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The forward through ``torch.compile``, compiled (the plan in Inductor's partitioner) on first use."""
-        arguments = [values[name] for name in self.program.placeholders]
-        if self._compiled is None:
-            function, knapsack = compiled_step(self.program, self._decisions)
-            try:
-                with partitioner_settings(knapsack):
-                    returned = function(*arguments)
-            except Exception as error:  # a failed compile raises torch's own wrappers of the cause
-                failure = compile_failure(error)
-                if failure is not None:
-                    raise failure from error
-                raise
-            self._compiled = function
-            self._warn_about(knapsack.uncontrolled, stacklevel=5)
-        else:
-            returned = self._compiled(*arguments)
-        return dict(zip(self.program.returns, returned))
 
     def _warn_about(self, uncontrolled: Sequence[Uncontrolled], stacklevel: int) -> None:
         """A warning when what the plan frees but the step keeps is more than a trifle of the planned peak."""

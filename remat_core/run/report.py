@@ -1,7 +1,7 @@
 """What a training step run with a plan reports: the fields of ``execute --via ... --json``.
 
-Kept free of PyTorch, so that the command line can name the routes and read a report without
-loading it; :mod:`remat_core.run.routes` runs the step.
+Kept free of PyTorch, so that the command line can read a report without loading it;
+:mod:`remat_core.run.step` runs the step.
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ class Uncontrolled:
     def summary(self) -> dict[str, Any]:
         return {"tensor": self.tensor, "bytes": self.bytes, "reason": self.reason}
 
-
-VIAS = ("plan", "sac", "compile", "offload")
-"""The ways a plan runs in PyTorch (``execute --via``)."""
 
 PEAK_TOLERANCE = 0.10
 """How far the measured peak of ``plan`` and ``sac`` may be from the simulated one before the report says so."""

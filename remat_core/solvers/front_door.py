@@ -20,12 +20,14 @@ from ..schedule import (AllocatorConfig, Link, Schedule, checkpoint_all_peak, me
                          replay, schedule_stats, simulate)
 from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
 from .registry import get_solver
+from .retry import Shrink, solve_until
 
 DEFAULT_SOLVER = "auto"
 RETRIES = 3
-"""Times a solver is asked again for less when its schedule, read back from the workspace view, is over the budget."""
+"""Times a solver is asked again for less when its schedule, read back from the workspace view, is over the budget
+(:func:`~remat_core.solvers.retry.solve_until`)."""
 RESERVED_TRIES = 8
-"""Times a solver is asked, each time for less, for a schedule whose replayed reserved bytes fit the budget."""
+"""Solves, each for less, for a schedule whose replayed reserved bytes fit the budget."""
 
 
 def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
@@ -113,22 +115,23 @@ def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_lim
                             ) -> tuple[Schedule, dict[str, int]]:
     """A schedule whose allocations, replayed through the caching allocator, reserve at most ``budget`` bytes:
     solved for the bytes the tensors hold, then asked again with less (what the replay reserved above the
-    budget, at least a tenth of the way to the lower bound), up to :data:`RESERVED_TRIES` times; with the
+    budget, at least a tenth of the way to the lower bound), in :data:`RESERVED_TRIES` solves at most; with the
     replay's peaks."""
-    asked = budget
-    lower = memory_lower_bound(graph)
-    for _ in range(RESERVED_TRIES):
-        schedule = _solved_with_workspaces(function, graph, asked, time_limit, options, link)
-        replayed = replay(graph, schedule, allocator)
-        if replayed.peak_reserved <= budget:
-            return schedule, replayed.peaks
-        if asked == lower:
-            break
-        asked = max(lower, asked - max(replayed.peak_reserved - budget, (asked - lower) // 10))
+    replays: dict[int, Any] = {}
+
+    def reserved(schedule: Schedule) -> int:
+        replays[id(schedule)] = replay(graph, schedule, allocator)
+        return replays[id(schedule)].peak_reserved
+
+    search = solve_until(lambda asked: _solved_with_workspaces(function, graph, asked, time_limit, options, link),
+                         budget, reserved, Shrink(memory_lower_bound(graph), RESERVED_TRIES, least_part=10))
+    if search.accepted is not None:
+        return search.accepted.schedule, replays[id(search.accepted.schedule)].peaks
+    last = replays[id(search.best_rejected.schedule)]
     settings = f" ({allocator.text()})" if allocator.text() else ""
-    raise InfeasibleBudget(budget, None, "", f"the caching allocator{settings} reserves {replayed.peak_reserved:,} "
+    raise InfeasibleBudget(budget, None, "", f"the caching allocator{settings} reserves {last.peak_reserved:,} "
                                              f"bytes for the best schedule found (rounding, segments and "
-                                             f"fragmentation over the {replayed.peak_allocated:,} bytes it hands out)")
+                                             f"fragmentation over the {last.peak_allocated:,} bytes it hands out)")
 
 
 def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_limit: float | None,
@@ -139,25 +142,26 @@ def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_lim
 
     A schedule that computes a multi-output op's outputs apart holds more than the workspace view shows
     (each call allocates every output): when the simulator finds it over the budget, the solver is asked
-    again with that much less, up to :data:`RETRIES` times.
+    again with that much less, in :data:`RETRIES` more solves at most.
     """
     expanded = with_workspaces(graph)
-    asked = budget
-    for _ in range(RETRIES + 1):
+    if expanded is graph:
+        return function(graph, budget, time_limit=time_limit, **options)
+
+    def solved(asked: int) -> Schedule:
         schedule = function(expanded, asked, time_limit=time_limit, **options)
-        if expanded is graph:
-            return schedule
         ops, reasons = without_workspaces(graph, schedule.ops, schedule.reasons)
-        mapped = Schedule.from_ops(ops, reasons, solver_info=schedule.solver_info)
-        peak = measure_indexed(graph, [(a, graph.index[v]) for a, v in ops], link=link)[0]
-        if peak <= budget:
-            return mapped
-        asked -= peak - budget
-        if asked < memory_lower_bound(expanded):
-            break
+        return Schedule.from_ops(ops, reasons, solver_info=schedule.solver_info)
+
+    def peak(schedule: Schedule) -> int:
+        return measure_indexed(graph, [(a, graph.index[v]) for a, v in schedule.ops], link=link)[0]
+
+    search = solve_until(solved, budget, peak, Shrink(memory_lower_bound(expanded), RETRIES + 1))
+    if search.accepted is not None:
+        return search.accepted.schedule
     raise InfeasibleBudget(budget, None, "", f"its schedules compute a multi-output op's outputs apart, and each "
-                                             f"call of the op allocates all of them: the last one peaks at {peak:,} "
-                                             f"bytes")
+                                             f"call of the op allocates all of them: the best one peaks at "
+                                             f"{search.best_rejected.peak:,} bytes")
 
 
 def solve_outcome(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, *,
