@@ -7,7 +7,7 @@ import streamlit as st
 
 from explorer import safety
 from explorer.figures.distributed import peaks_figure, timelines_figure
-from explorer.jobs.distributed import find_run, run_summary, start_run
+from explorer.jobs.distributed import cancel_run, find_run, run_summary, start_run
 from explorer.state.gnn import (GRAPH_SUFFIXES, MAX_WORKERS, GnnChoice, current_choice, halo_table, keep_upload,
                                 load_graph, load_partition, model_for, set_choice, simulated_modes)
 from explorer.widgets.text import plain
@@ -111,7 +111,7 @@ st.caption("Each op of the worker's step, left to right: the memory it holds aft
 key = (choice, )
 job = find_run(key)
 measured = None
-if job is not None and job.state == "done":
+if job is not None and job.done:
     measured = tuple((label, tuple(v["peaks"])) for label, v in run_summary(job).items())
 st.plotly_chart(peaks_figure(choice.graph, choice.workers, choice.partitioner, model, measured),
                 key="distributed_peaks")
@@ -137,16 +137,16 @@ def _progress() -> None:
     running = find_run(key)
     if running is None or running.final:
         st.rerun()
-    st.progress(min(running.done_modes / running.total_modes, 0.99),
-                text=f"{plain(running.current)} · {running.elapsed():.0f} s")
+    st.progress(min(running.progress.done / running.progress.total, 0.99),
+                text=f"{plain(running.progress.current or 'queued')} · {running.elapsed():.0f} s")
     if st.button("Cancel", icon=":material/stop_circle:", key="distributed_cancel"):
-        running.cancel()
+        cancel_run(running)
 
 
 if job is not None and not job.final:
     _progress()
-elif job is not None and job.state != "done":
-    st.warning(f"The run {job.state}: {plain(job.error or '')}", icon=":material/cancel:")
+elif job is not None and not job.done:
+    st.warning(f"The run {plain(job.describe_end())}", icon=":material/cancel:")
 elif job is not None:
     rows = []
     for label, figures in run_summary(job).items():

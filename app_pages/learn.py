@@ -3,7 +3,8 @@ module of the loaded model, beside Chen's sqrt(n) and the exact solver on the sa
 
 import streamlit as st
 
-from explorer import learn, state
+from explorer import state
+from explorer.state import learn
 from explorer.figures.decompositions import decomposition
 from explorer.figures.lesson import GRAPH_HEIGHT, TIMELINE_HEIGHT, TREE_HEIGHT, step_figures, walk_figures
 from explorer.jobs.results import awaited_solve

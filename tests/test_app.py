@@ -19,7 +19,8 @@ from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
 from test_pt2_safety import ATTACKS, exported_linear, with_records
 
-from explorer import learn, state
+from explorer import state
+from explorer.state import learn
 from explorer.figures.decompositions import decomposition
 from explorer.jobs.lanes import solve_lane, stop_background_work
 from explorer.jobs.results import (awaited_solve, best_possible, options_key, solve_key, sweep_status, tensor_check_job,

@@ -63,7 +63,7 @@ def test_the_real_workers_run_from_the_page():
     deadline = time.monotonic() + TIMEOUT
     while not find_run(key).final and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert find_run(key).state == "done", find_run(key).error
+    assert find_run(key).done, find_run(key).describe_end()
     at.run()
     table = at.dataframe[-1].value
     assert set(table["gradients"]) == {"equal"}

@@ -11,7 +11,7 @@ import pytest
 from test_browser import RENDER_TIMEOUT_MS, assert_no_error, wait_rendered
 from test_browser import app_url, page  # noqa: F401  (fixtures)
 
-from explorer import learn as learn_state
+from explorer.state import learn as learn_state
 from remat_core.graph import node_labels
 from remat_core.solvers import trace_recursion
 from remat_core.viz import SeparatorTreeChart

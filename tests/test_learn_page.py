@@ -5,7 +5,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import learn
+from explorer.state import learn
 from explorer.jobs import results
 from explorer.jobs.lanes import stop_background_work
 

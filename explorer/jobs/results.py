@@ -29,7 +29,7 @@ from ..state import Model
 from . import tasks
 from .job import Job, JobState
 from .lanes import search_sweep_lane, solve_lane, solver_sweep_lane, torch_lane
-from .tasks import portable
+from .tasks import Options, portable
 
 SWEEP_POINTS = 14
 SEARCH_SWEEP_POINTS = 6
@@ -49,9 +49,6 @@ TENSOR_RUN_SECONDS = 900.0
 __all__ = ["FitsAt", "SweepStatus", "awaited_solve", "best_possible", "fits_at", "lp_bounds_job", "once_threshold_job",
            "options_key", "outcome_of", "solve_job", "solve_key", "start_tensor_check", "sweep_grid", "sweep_job",
            "sweep_status", "tensor_check_job", "tensor_check_status"]
-
-Options = tuple[tuple[str, Any], ...]
-
 
 def options_key(options: dict[str, Any]) -> Options:
     """Options as a sorted tuple: hashable, and equal for equal choices."""

@@ -2,7 +2,8 @@
 
 Each is ``task(report, graph, *args)`` (a job of the worker layer, :mod:`remat_core.batch.worker`):
 the worker hands it the graph, rebuilt once per worker from its ``remat-graph`` document
-(attachments such as a traced FX module stay in the app's process; no solver reads them), and a
+(a traced model stays in the app's process: a solver that reads one, ``torch-partitioner``, runs on the sizes
+there, and the store keys that answer apart from the traced one), and a
 reporter for its progress. This module imports no Streamlit and takes only plain, picklable data.
 Every solve goes through :func:`solve_graph`, the one solve path of the explorer: the results store
 (:func:`remat_core.store.stored_solve`), answering with a :class:`~remat_core.SolveOutcome` whose
@@ -15,13 +16,13 @@ A run on real tensors needs the model behind the graph: the task gets the model'
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from remat_core import ComputeGraph, RematError, Schedule, SolveOutcome
 from remat_core.analysis import (LP_AVAILABLE, CurvePoint, OnceThreshold, curve_point, lp_lower_bound,
                                  smallest_budget_computed_once)
-from remat_core.batch import Reporter
+from remat_core.batch import GraphCache, Reporter
+from remat_core.frontends import with_model_of
 from remat_core.graph import format_bytes
 from remat_core.run import TensorCheck, check_on_tensors
 from remat_core.solvers import FAILED
@@ -31,9 +32,10 @@ from .job import PortableGraph
 
 KEPT_MODELS = 2
 """Traced models kept by the execution worker (each holds its weights and example inputs)."""
-_models: OrderedDict[str, ComputeGraph] = OrderedDict()
+_models = GraphCache(KEPT_MODELS)
 
 Options = tuple[tuple[str, Any], ...]
+"""Solver options as a sorted tuple of pairs: hashable, and equal for equal choices."""
 
 
 def portable(graph: ComputeGraph) -> PortableGraph:
@@ -137,11 +139,4 @@ def tensor_check_task(report: Reporter, graph: ComputeGraph, rebuild: Callable[[
                       schedule: Schedule) -> TensorCheck:
     """:func:`remat_core.run.tensor_check.check_on_tensors` on the model ``rebuild`` traces (once per graph
     in this process, checked to be ``graph``); a package error fails the job with its message."""
-    from remat_core.run import with_model_of  # PyTorch: only the execution worker loads it
-
-    if graph.content_hash not in _models:
-        _models[graph.content_hash] = with_model_of(graph, rebuild())
-        while len(_models) > KEPT_MODELS:
-            _models.popitem(last=False)
-    _models.move_to_end(graph.content_hash)
-    return check_on_tensors(_models[graph.content_hash], schedule)
+    return check_on_tensors(_models.get(graph.content_hash, lambda: with_model_of(graph, rebuild())), schedule)

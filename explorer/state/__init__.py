@@ -4,7 +4,9 @@
 Pages read and set the session through this package's face (``from explorer import state``;
 ``state.graph()``, ``state.set_budget(...)``); :mod:`.models` and :mod:`.zoo` build the models,
 :mod:`.uploads` keeps uploaded files on disk by content hash, :mod:`.budgets` is the range and scale of
-budgets, :mod:`.url` keeps the state in the page's URL, and :mod:`.links` builds links to a page in a state.
+budgets, :mod:`.url` keeps the state in the page's URL, :mod:`.links` builds links to a page in a state, and the
+pages with state of their own keep it here too: :mod:`.learn` (the Learn page's lesson and its one step value),
+:mod:`.gnn` (the Distributed page's choices).
 """
 
 from .session import (BUDGET, COMPARE, DEFAULT_BUDGET_FRACTION, DEFAULT_TIME_LIMIT, LINK, MODEL, NOTICE, OPTIONS,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -22,9 +22,11 @@ from remat_core.graph import training_chain
 from remat_core.graph.generators import residual_training_net, unet_training_graph
 from remat_core.solvers import find_solvers, trace_recursion
 
-from .figures.lesson import WalkFigures
-from .safety import callback
-from .state.url import followed, remember
+from ..safety import callback
+from .url import followed, remember
+
+if TYPE_CHECKING:
+    from ..figures.lesson import WalkFigures
 
 STEP = "learn_step"
 """The step shown, 0-based: the one value Play, Previous/Next, the slider and figure clicks set."""
@@ -312,7 +314,7 @@ def toggle_play(steps: int) -> None:
 
 # -- clicks on the figures -------------------------------------------------------------------------------
 
-def follow_click(walk: RecursionWalk, figures: WalkFigures, on_graph, on_tree, on_timeline) -> bool:
+def follow_click(walk: RecursionWalk, figures: "WalkFigures", on_graph, on_tree, on_timeline) -> bool:
     """Act on a click on the lesson's charts (their ``st.echarts_chart`` selections); True if there was one.
 
     A tensor: remember it (the page lists the calls that compute it) and go to the first of them. A bag

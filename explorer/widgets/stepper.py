@@ -1,18 +1,18 @@
 """The Learn page's step controls: Start, Previous, Play/Pause, Next, End, the speed and the step slider,
-all reading and setting the one step value of :mod:`explorer.learn`."""
+all reading and setting the one step value of :mod:`explorer.state.learn`."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from .. import learn
+from ..state import learn
 
 
 def step_controls(steps: int, peak_step: int | None = None) -> int:
     """Draw the controls for a walk-through of ``steps`` steps (and a button to ``peak_step``, where memory peaks);
     returns the step to show (0-based).
 
-    Every control sets :data:`explorer.learn.STEP` in its callback, before anything reads it, and the
+    Every control sets :data:`explorer.state.learn.STEP` in its callback, before anything reads it, and the
     slider is drawn at that step: the "step k of n" text and the slider always agree. Play, Pause and a
     speed change rerun the whole page, which sets the step fragment's timer again.
     """

@@ -12,7 +12,7 @@ import streamlit as st
 
 from remat_core import Schedule
 from remat_core.graph import format_bytes
-from remat_core.run import TensorCheck, is_executable
+from remat_core.run import TensorCheck
 
 from .. import safety
 from ..jobs.results import start_tensor_check, tensor_check_job, tensor_check_status
@@ -34,7 +34,7 @@ ABOUT = ("Executes this schedule op by op on CPU tensors, in a background worker
 
 def why_not_runnable(model: Model) -> str | None:
     """Why the model's schedules cannot run on real tensors (None: they can)."""
-    if model.rebuild is None or not is_executable(model.graph):
+    if model.rebuild is None or not model.graph.attachments.executable:
         return NO_MODEL
     return None
 

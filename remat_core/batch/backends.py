@@ -126,7 +126,7 @@ _ray_graphs = GraphCache()
 
 def _solve_document(cell: Cell, document: Mapping[str, Any]) -> SolveOutcome:
     """A Ray task: Ray resolves ``document`` from the object store; the Ray worker keeps the graph it rebuilds."""
-    return solve_cell(_ray_graphs.get(cell.graph, lambda: document), cell)
+    return solve_cell(_ray_graphs.from_document(cell.graph, lambda: document), cell)
 
 
 class RayCluster(Backend):

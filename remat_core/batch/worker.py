@@ -47,22 +47,27 @@ Document = Mapping[str, Any]
 
 
 class GraphCache:
-    """Graphs rebuilt from their ``remat-graph`` documents, kept by content hash, least recently used out first."""
+    """Graphs kept by key (a content hash), least recently used out first: rebuilt from their ``remat-graph``
+    documents in a worker, or traced again with their model where runs need one."""
 
     def __init__(self, size: int = KEPT_GRAPHS) -> None:
         self.size = size
         self._graphs: OrderedDict[str, ComputeGraph] = OrderedDict()
         self.rebuilt = 0
 
-    def get(self, key: str, document: Callable[[], Document]) -> ComputeGraph:
-        """The graph of ``key``, rebuilt from ``document()`` (called only when it is not kept)."""
+    def get(self, key: str, build: Callable[[], ComputeGraph]) -> ComputeGraph:
+        """The graph of ``key``, made by ``build()`` (called only when it is not kept)."""
         if key not in self._graphs:
-            self._graphs[key] = ComputeGraph.from_json(document())
+            self._graphs[key] = build()
             self.rebuilt += 1
             while len(self._graphs) > self.size:
                 self._graphs.popitem(last=False)
         self._graphs.move_to_end(key)
         return self._graphs[key]
+
+    def from_document(self, key: str, document: Callable[[], Document]) -> ComputeGraph:
+        """The graph of ``key``, rebuilt from ``document()`` (called only when it is not kept)."""
+        return self.get(key, lambda: ComputeGraph.from_json(document()))
 
 
 def should_beat(step_elapsed: float, allowance: float | None) -> bool:
@@ -152,7 +157,7 @@ def serve(conn: Connection, nice: int = 0, initializer: Callable[[], None] | Non
             if kind != "graph" or sent_key != key:
                 raise RuntimeError(f"the parent sent {kind} {sent_key} for the graph {key}")
             return sent
-        return None if key is None else graphs.get(key, document)
+        return None if key is None else graphs.from_document(key, document)
 
     while True:
         try:
