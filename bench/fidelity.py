@@ -70,7 +70,7 @@ def measure_model(name: str, options: dict, compile_route: bool) -> dict:
     from remat_core.errors import RematError
     from remat_core.frontends.trace import trace_zoo_model
     from remat_core.run import train_step
-    from remat_core.run.sac_route import sac_aware_schedule
+    from remat_core.run.routes.sac import sac_aware_schedule
     from remat_core.schedule import replay
 
     options = dict(options)

@@ -11,7 +11,7 @@ from torch import nn
 from remat_core import checkpoint_all_peak, memory_lower_bound, solve
 from remat_core.frontends.trace import trace_training_graph
 from remat_core.run import rematerialize, train_step
-from remat_core.run.decisions import KEEP, RECOMPUTE, plan_decisions
+from remat_core.schedule.decisions import KEEP, RECOMPUTE, plan_decisions
 from remat_core.errors import ExecutionError
 from remat_core.run.executor import execute, gradient_difference, reference_gradients
 from remat_core.schedule import Link

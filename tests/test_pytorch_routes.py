@@ -15,7 +15,7 @@ from torch import nn
 from remat_core import Schedule, checkpoint_all_peak, memory_lower_bound, solve
 from remat_core.frontends.trace import trace_training_graph
 from remat_core.run import route_names, train_step
-from remat_core.run.decisions import KEEP, RECOMPUTE, plan_decisions
+from remat_core.schedule.decisions import KEEP, RECOMPUTE, plan_decisions
 from remat_core.errors import ExecutionError
 
 REPORT_KEYS = {"gradients_equal", "max_grad_diff", "measured_peak", "simulated_peak", "eager_peak", "step_seconds",
@@ -92,9 +92,8 @@ def test_sacs_route_holds_what_the_forward_hands_back_whatever_the_plan_says():
     the caller holds them: SAC ran 26% over its route. The route keeps returned values from their computation to
     the end of the step, once, as a real step does."""
     from remat_core.frontends.trace import trace_zoo_model
-    from remat_core.run.forward import forward_program
-    from remat_core.run.installed import forward_returns
-    from remat_core.run.sac_route import sac_route_ops
+    from remat_core.schedule.sac_program import forward_program, forward_returns
+    from remat_core.schedule.sac_route import sac_route_ops
     graph = trace_zoo_model("gpt2", batch_size=1, seq_len=8, depth=1)
     schedule = solve(graph, memory_lower_bound(graph), "lifetime-split")
     decisions = plan_decisions(graph, schedule.ops)
@@ -114,9 +113,8 @@ def test_sacs_route_holds_what_sacs_cache_holds():
     recomputed ReLU starts from) until its region recomputes; the route freed both. Now the route holds what the
     cache holds, and the real step is within 2% of it (5.5% over before)."""
     from remat_core.frontends.trace import trace_zoo_model
-    from remat_core.run.forward import forward_program
-    from remat_core.run.installed import forward_returns
-    from remat_core.run.sac_route import sac_route_ops, sac_route_peak
+    from remat_core.schedule.sac_program import forward_program, forward_returns
+    from remat_core.schedule.sac_route import sac_route_ops, sac_route_peak
     graph = trace_zoo_model("inception", batch_size=2, image_size=96)
     schedule = solve(graph, between(graph, 0.3), "auto", time_limit=5, seed=0)
     decisions = plan_decisions(graph, schedule.ops)

@@ -31,9 +31,9 @@ from torch._inductor.custom_graph_pass import CustomKnapsackSolver
 from ..errors import ExecutionError, first_line
 from ..graph import node_label
 from ..solvers import failure_dumps_kept_out
-from .decisions import RECOMPUTE, PlanDecisions
+from ..schedule.decisions import RECOMPUTE, PlanDecisions
+from ..schedule.sac_program import ForwardProgram, Uncontrolled
 from .executor import draws_random
-from .forward import ForwardProgram, Uncontrolled
 
 ANNOTATION = "remat_node"
 """Key of ``node.meta["custom"]`` naming the traced FX node an op of the compiled step comes from."""

@@ -17,33 +17,10 @@ import torch
 from ..frontends import real_placeholder_values
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from .decisions import PlanDecisions, plan_decisions
-from .forward import ForwardProgram, forward_program, write_buffer_updates
+from ..schedule.decisions import PlanDecisions, plan_decisions
+from ..schedule.sac_program import ForwardProgram, forward_program
+from .forward import write_buffer_updates
 from .offload_hooks import offloaded_values
-
-OUTPUT_TAG = "remat_output"
-"""Key of ``node.meta["custom"]`` marking the alias of the model's i-th output tensor in a traced step (set by
-:func:`remat_core.run.rematerialized.rematerialize`, which hands the outputs back in that order)."""
-
-
-def forward_returns(graph: ComputeGraph, *, loss: bool) -> list[str]:
-    """The FX values a traced step's forward hands back: the loss (``loss=True``: a training step measured here,
-    which runs the backward from it), the model's outputs (held by the caller to the step's end) and the buffer
-    updates.
-
-    The outputs are in the order the model returns them when the trace tagged them (:data:`OUTPUT_TAG`), else in
-    the order the step's end reads them.
-    """
-    binding = graph.attachments.binding
-    tagged = {node.meta["custom"][OUTPUT_TAG]: node.args[0].name
-              for node in binding.graph_module.graph.nodes if OUTPUT_TAG in (node.meta.get("custom") or {})}
-    if tagged:
-        outputs = [tagged[i] for i in range(len(tagged))]
-    else:
-        end = next(o for o in graph.outputs if graph.node(o).kind == "other")  # the end of the step holds these
-        outputs = [binding.producer[n] for n in graph.preds(end) if graph.node(n).kind == "forward"]
-    return [*([binding.producer[binding.loss]] if loss else []), *outputs, *binding.buffer_updates.values()]
-
 
 @dataclass
 class InstalledPlan:

@@ -29,8 +29,8 @@ from ..graph import ComputeGraph, format_bytes, parse_budget
 from ..schedule import Link, Schedule, checkpoint_all_peak
 from ..schedule.links import parse_link
 from ..solvers import solve
-from .forward import ForwardProgram
-from .installed import OUTPUT_TAG, InstalledPlan, forward_returns
+from ..schedule.sac_program import OUTPUT_TAG, ForwardProgram, forward_returns
+from .installed import InstalledPlan
 from .report import Uncontrolled
 from .routes import Route, get_route, route_names
 

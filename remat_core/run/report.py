@@ -9,17 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-
-@dataclass(frozen=True)
-class Uncontrolled:
-    """A tensor the plan frees that the way of running the step keeps (it falls back to saving it)."""
-
-    tensor: str
-    bytes: int
-    reason: str
-
-    def summary(self) -> dict[str, Any]:
-        return {"tensor": self.tensor, "bytes": self.bytes, "reason": self.reason}
+from ..schedule.sac_program import Uncontrolled
 
 
 PEAK_TOLERANCE = 0.10

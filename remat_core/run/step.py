@@ -24,7 +24,8 @@ from ..graph import ComputeGraph
 from ..schedule import Schedule, SimulationResult, simulate
 from ..schedule.links import schedule_link
 from .executor import draws_random, gradient_difference
-from .installed import InstalledPlan, device_of, forward_returns
+from ..schedule.sac_program import forward_returns
+from .installed import InstalledPlan, device_of
 from .measure import measure_step
 from .report import StepReport
 from .routes import Forward, Route, get_route

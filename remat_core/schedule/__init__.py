@@ -6,8 +6,11 @@ measured stats, ``remat-schedule`` JSON), :func:`simulate` (the only judge of pe
 the baselines (checkpoint-all, the memory lower bound), the building blocks solvers share to turn
 computations into ops, post-passes (tighten, evict to a budget), the step-by-step timeline, and
 the replay of a schedule's allocations through a model of PyTorch's CUDA caching allocator
-(reserved bytes, fragmentation, every block's address: :mod:`.allocator`), and a module-level schedule read
-at the op level (:mod:`.levels`).
+(reserved bytes, fragmentation, every block's address: :mod:`.allocator`), a module-level schedule read
+at the op level (:mod:`.levels`), and what selective activation checkpointing does with a plan of a traced
+step: the plan per forward tensor (:mod:`.decisions`), the forward cut into regions with saved ops
+(:mod:`.sac_program`), and the ops a step through SAC performs (:mod:`.sac_route`), read from the traced
+graph's attachments without importing PyTorch.
 Imports :mod:`remat_core.graph` and :mod:`remat_core.errors`.
 """
 

@@ -14,7 +14,7 @@ from ..report import Uncontrolled
 from .base import Forward, Route, RouteRun, register_route
 
 if TYPE_CHECKING:
-    from ..forward import ForwardProgram
+    from ...schedule.sac_program import ForwardProgram
     from ..installed import InstalledPlan
     from ..step import TracedStep
 

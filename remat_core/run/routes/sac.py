@@ -2,15 +2,23 @@
 
 Checkpoint regions recompute in one run and keep their inputs until their backward is over, so a step
 through SAC holds more than the plan; the route is planned for what it holds
-(:func:`~remat_core.run.sac_route.sac_aware_schedule`) and its simulated peak is that of its own ops
-(:func:`~remat_core.run.sac_route.sac_route_ops`), not the plan's.
+(:func:`sac_aware_schedule`) and its simulated peak is that of its own ops
+(:func:`~remat_core.schedule.sac_route.sac_route_ops`), not the plan's.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ...errors import InfeasibleBudget
+from ...schedule import memory_lower_bound
+from ...schedule.sac_route import sac_route_peak
+from ...solvers.retry import Bisection, solve_until
 from .base import Forward, Plan, Route, RouteRun, register_route
+
+RETRIES = 6
+"""Solves of a bisection for a plan the route keeps, after the first, before the route is said to be unable to keep
+the budget."""
 
 if TYPE_CHECKING:
     from ...graph import ComputeGraph
@@ -31,8 +39,6 @@ class SelectiveCheckpointing(Route):
 
     def plan(self, graph: "ComputeGraph", budget: int, solve: Callable[[int], "Schedule"],
              returns: Sequence[str] | None = None) -> Plan:
-        from ..sac_route import sac_aware_schedule
-
         schedule, peak = sac_aware_schedule(graph, budget, solve, returns)
         return Plan(schedule, peak)
 
@@ -44,7 +50,7 @@ class SelectiveCheckpointing(Route):
 
     def measure(self, step: "TracedStep", timing_runs: int) -> RouteRun:
         from ...schedule import simulate
-        from ..sac_route import sac_route_ops
+        from ...schedule.sac_route import sac_route_ops
 
         run = super().measure(step, timing_runs)
         installed = step.installed
@@ -54,3 +60,28 @@ class SelectiveCheckpointing(Route):
                        "plan_recompute_bursts": installed.decisions.bursts,
                        "plan_simulated_peak": step.simulated.peak - step.graph.pinned_bytes}
         return run
+
+
+def sac_aware_schedule(graph: ComputeGraph, budget: int, solve: Callable[[int], Schedule],
+                       returns: Sequence[str] | None = None) -> tuple[Schedule, int]:
+    """A schedule whose SAC route keeps ``budget``: ``solve(budget)`` first; when its route peaks over the budget,
+    a bisection of the budget asked of the solver, between the graph's lower bound and ``budget``, for the largest
+    (least recomputing) one whose route fits, in at most :data:`RETRIES` more solves
+    (:func:`~remat_core.solvers.retry.solve_until`). Returns the schedule and its route's peak.
+
+    Raises
+    ------
+    InfeasibleBudget
+        When no schedule the solver finds keeps the budget once SAC runs it (the message says what its route peaked
+        at and why).
+    """
+    search = solve_until(solve, budget, lambda schedule: sac_route_peak(graph, schedule, returns)[0],
+                         Bisection(memory_lower_bound(graph), RETRIES, max(1, budget // 1000)))
+    if search.accepted is not None:
+        return search.accepted.schedule, search.accepted.peak
+    best = search.best_rejected
+    raise InfeasibleBudget(budget, None, best.schedule.solver,
+                           f"run through selective activation checkpointing its plans peak at {best.peak:,} bytes "
+                           f"at best: a checkpoint region recomputes in one run and keeps its inputs until its "
+                           f"backward is over, so SAC holds more than the plan; a larger budget, or the op-by-op "
+                           f"replay (--via plan), keeps it")

@@ -20,28 +20,21 @@ over. :func:`sac_route_ops` writes that down as compute and free ops of the op-l
   is freed after its last backward reader.
 
 Its simulated peak is what a step with the plan installed through SAC holds (the step's kernels
-included): :func:`sac_route_peak`. ``rematerialize`` and ``execute --via sac`` plan for it: a plan
-whose route goes over the budget is solved again for less (:func:`sac_aware_schedule`, by
-:func:`~remat_core.solvers.retry.solve_until`).
+included): :func:`sac_route_peak`. ``rematerialize`` and ``execute --via sac`` plan for it
+(:mod:`remat_core.run.routes.sac`). Torch-free: the FX graph is read from the graph's attachments.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
-from torch import fx
+from typing import Any
 
-from ..errors import InfeasibleBudget
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, Op, Schedule, memory_lower_bound, simulate
-from ..solvers.retry import Bisection, solve_until
 from .decisions import FORWARD_KINDS, PlanDecisions, plan_decisions
-from .forward import ForwardProgram, forward_program
-from .installed import forward_returns
-
-RETRIES = 6
-"""Solves of a bisection for a plan the route keeps, after the first, before the route is said to be unable to keep
-the budget."""
+from .sac_program import ForwardProgram, forward_program, forward_returns
+from .schedule import COMPUTE, FREE, Op, Schedule
+from .simulator import simulate
 
 
 def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]:
@@ -196,7 +189,7 @@ class _SacRoute:
                 self.free(v)
 
 
-def _differentiated(program: ForwardProgram, graph_module: fx.GraphModule) -> dict[str, int]:
+def _differentiated(program: ForwardProgram, graph_module: Any) -> dict[str, int]:
     """Backward FX name -> the position among the program's ops of the forward op it differentiates (autograd's
     ``seq_nr`` ties them; the last of the ops sharing one): the op whose saved tensors it unpacks."""
     position_of_seq = {node.meta["seq_nr"]: at for at, node in enumerate(program.nodes) if "seq_nr" in node.meta}
@@ -216,28 +209,3 @@ def sac_route_peak(graph: ComputeGraph, schedule: Schedule, returns: Sequence[st
                               else list(returns))
     ops = sac_route_ops(decisions, program)
     return simulate(decisions.graph, ops).peak, program
-
-
-def sac_aware_schedule(graph: ComputeGraph, budget: int, solve: Callable[[int], Schedule],
-                       returns: Sequence[str] | None = None) -> tuple[Schedule, int]:
-    """A schedule whose SAC route keeps ``budget``: ``solve(budget)`` first; when its route peaks over the budget,
-    a bisection of the budget asked of the solver, between the graph's lower bound and ``budget``, for the largest
-    (least recomputing) one whose route fits, in at most :data:`RETRIES` more solves
-    (:func:`~remat_core.solvers.retry.solve_until`). Returns the schedule and its route's peak.
-
-    Raises
-    ------
-    InfeasibleBudget
-        When no schedule the solver finds keeps the budget once SAC runs it (the message says what its route peaked
-        at and why).
-    """
-    search = solve_until(solve, budget, lambda schedule: sac_route_peak(graph, schedule, returns)[0],
-                         Bisection(memory_lower_bound(graph), RETRIES, max(1, budget // 1000)))
-    if search.accepted is not None:
-        return search.accepted.schedule, search.accepted.peak
-    best = search.best_rejected
-    raise InfeasibleBudget(budget, None, best.schedule.solver,
-                           f"run through selective activation checkpointing its plans peak at {best.peak:,} bytes "
-                           f"at best: a checkpoint region recomputes in one run and keeps its inputs until its "
-                           f"backward is over, so SAC holds more than the plan; a larger budget, or the op-by-op "
-                           f"replay (--via plan), keeps it")

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..graph import ComputeGraph
-from ..schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, Op, to_op_level
+from .levels import to_op_level
+from .schedule import COMPUTE, FREE, OFFLOAD, PREFETCH, Op
 
 KEEP, RECOMPUTE, TRANSIENT = "keep", "recompute", "transient"
 FORWARD_KINDS = ("forward", "loss")
