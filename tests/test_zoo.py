@@ -37,7 +37,26 @@ def unet_param_count() -> int:
 
 def test_the_zoo_has_every_model_the_issue_names():
     assert set(list_models()) == {"mlp", "vgg16", "resnet18", "resnet50", "mobilenet_v2", "densenet121", "unet",
-                                  "inception", "transformer", "gpt2", "graphsage", "gcn", "gat"}
+                                  "inception", "transformer", "gpt2", "graphsage", "gcn", "gat", "hf-llama", "hf-gpt2",
+                                  "hf-bert", "hf-vit", "hf-t5"}
+
+
+@pytest.mark.parametrize("name", ["hf-llama", "hf-gpt2", "hf-bert", "hf-vit", "hf-t5"])
+def test_hugging_face_models_are_built_from_their_configs_at_the_declared_size(name):
+    import transformers
+
+    model = build_model(name, device="meta")
+    assert isinstance(model.module, transformers.PreTrainedModel)
+    assert param_count(model.module) == get_spec(name).reference_params
+    wider = build_model(name, device="meta", layers=1, hidden=64, heads=2)
+    assert param_count(wider.module) < param_count(model.module)
+
+
+def test_hugging_face_sizes_that_do_not_fit_say_what_would():
+    with pytest.raises(ZooError, match="hidden=100 is not a multiple of heads=6"):
+        build_model("hf-llama", hidden=100, device="meta")
+    with pytest.raises(ZooError, match="heads=6 is not a multiple of kv_heads=4"):
+        build_model("hf-llama", kv_heads=4, device="meta")
 
 
 def test_gnn_counts_follow_their_layers():
@@ -104,7 +123,9 @@ def test_every_option_is_declared_with_a_role_and_a_sane_range(name):
         assert opt.minimum <= opt.default <= opt.maximum and opt.default % opt.multiple_of == 0
     model = build_model(name, device="meta")
     assert dict(model.options) == dict(spec.defaults)
-    assert model.example_inputs[0].shape[0] == spec.defaults["batch_size"]
+    first = next(iter(model.example_inputs.values())) if isinstance(model.example_inputs, dict) else \
+        model.example_inputs[0]
+    assert first.shape[0] == spec.defaults["batch_size"]
     assert model.module.training
 
 

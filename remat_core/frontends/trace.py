@@ -16,7 +16,7 @@ on) and, at module level, the groups and the op-level graph they were coarsened 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -43,8 +43,8 @@ def trace_training_graph(module: nn.Module, example_inputs: Sequence[torch.Tenso
     ----------
     module : torch.nn.Module
         The model, in the mode it trains in (``train()``: dropout on, batch statistics).
-    example_inputs : tensor or sequence of tensors
-        Positional inputs of ``module``. Only their shapes and dtypes matter (FakeTensors carry
+    example_inputs : tensor, sequence of tensors, or mapping of str to tensor
+        Inputs of ``module``, by position or by keyword (``{"input_ids": ids, "decoder_input_ids": ...}``). Only their shapes and dtypes matter (FakeTensors carry
         the trace), except for ``cost="measured"``.
     loss : LossSetup, callable or None
         How the output becomes a scalar: a :class:`~remat_core.frontends.losses.LossSetup` (function and
@@ -143,9 +143,11 @@ def _trace_impl(module: nn.Module, example_inputs: Sequence[torch.Tensor] | torc
     check_cost_model(cost, source)
     if isinstance(measure_repeats, bool) or not isinstance(measure_repeats, int) or measure_repeats < 1:
         raise TraceError(source, f"measure_repeats must be a positive integer, got {measure_repeats!r}")
-    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    inputs = dict(example_inputs) if isinstance(example_inputs, Mapping) else \
+        (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    values = inputs.values() if isinstance(inputs, dict) else inputs
     if any(t.is_meta for t in [*module.parameters(), *module.buffers()]
-           if isinstance(t, torch.Tensor)) or any(isinstance(t, torch.Tensor) and t.is_meta for t in inputs):
+           if isinstance(t, torch.Tensor)) or any(isinstance(t, torch.Tensor) and t.is_meta for t in values):
         raise TraceError(source, "the model or its inputs are on the meta device, where some autograd formulas "
                                  "(cross-entropy's) are missing",
                          hint="build it on the CPU: the trace runs on FakeTensors anyway, with no real memory or "

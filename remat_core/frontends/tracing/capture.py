@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,12 @@ class JointGraph:
         User inputs followed by loss targets, in placeholder order.
     num_model_inputs : int
         How many of ``inputs`` the model takes (the rest are loss targets).
+    input_names : tuple of str
+        The keywords of the model's last ``len(input_names)`` inputs, passed by name (``decoder_input_ids=``);
+        the others are passed by position.
+    blocks : tuple of str
+        Module paths of the model's declared blocks (Hugging Face's ``GradientCheckpointingLayer`` s: the layers
+        its ``gradient_checkpointing_enable`` checkpoints), in order; empty for other models.
     module_types : mapping of str to str
         Module path -> class name, for every module of the model.
     source : str
@@ -85,11 +92,17 @@ class JointGraph:
     module_types: Mapping[str, str]
     source: str
     loss_of: Callable[[Any, Sequence[torch.Tensor]], torch.Tensor]
+    input_names: tuple[str, ...] = ()
+    blocks: tuple[str, ...] = ()
+
+    def call_model(self, model: nn.Module, inputs: Sequence[torch.Tensor]) -> Any:
+        """``model`` on the model inputs ``inputs`` (in placeholder order), the named ones by keyword."""
+        return call_with_names(model, inputs, self.input_names)
 
     def eager_step(self) -> tuple[Any, torch.Tensor]:
         """One training step of the real model, as a training loop runs it: ``out = model(*inputs)``, the loss,
         ``loss.backward()`` (gradients into ``.grad``); returns ``(out, loss)``, which the caller holds."""
-        output = self.model(*self.inputs[: self.num_model_inputs])
+        output = self.call_model(self.model, self.inputs[: self.num_model_inputs])
         loss = self.loss_of(output, self.inputs[self.num_model_inputs:])
         loss.backward()
         return output, loss
@@ -99,9 +112,10 @@ class _TrainingStep(nn.Module):
     """``loss(model(*inputs), *targets)`` as one module, the shape AOTAutograd's export wants."""
 
     def __init__(self, model: nn.Module, loss: LossSetup | None, num_model_inputs: int, source: str,
-                 run: ModelRunner | None):
+                 run: ModelRunner | None, input_names: tuple[str, ...] = ()):
         super().__init__()
         self.model = model
+        self.input_names = input_names
         self.loss = loss
         self.num_model_inputs = num_model_inputs
         self.source = source
@@ -109,7 +123,8 @@ class _TrainingStep(nn.Module):
 
     def forward(self, *flat: torch.Tensor) -> torch.Tensor:
         inputs = flat[: self.num_model_inputs]
-        output = self.model(*inputs) if self.run is None else self.run(self.model, inputs)
+        output = (call_with_names(self.model, inputs, self.input_names) if self.run is None
+                  else self.run(self.model, inputs))
         with fx_traceback.annotate({MODULE_KEY: LOSS_MODULE, CALL_KEY: 0, PHASE_KEY: "loss"}):
             value = self.loss_of(output, flat[self.num_model_inputs:])
         return value
@@ -192,6 +207,32 @@ class _ModuleAnnotator:
         return MappingProxyType({path: type(module).__name__ for module, path in self._paths.items()})
 
 
+def call_with_names(model: Any, inputs: Sequence[Any], names: Sequence[str]) -> Any:
+    """``model(*positional, **named)``: the last ``len(names)`` of ``inputs`` passed by those keywords."""
+    split = len(inputs) - len(names)
+    return model(*inputs[:split], **dict(zip(names, inputs[split:])))
+
+
+def model_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """A model's example inputs as ``(values, keyword names)``: a tensor, a sequence of them (by position), or a
+    mapping of keywords to tensors (``{"input_ids": ..., "decoder_input_ids": ...}``, by name)."""
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,), ()
+    if isinstance(example_inputs, Mapping):
+        return tuple(example_inputs.values()), tuple(str(k) for k in example_inputs)
+    return tuple(example_inputs), ()
+
+
+def declared_blocks(model: nn.Module) -> tuple[str, ...]:
+    """The module paths of a Hugging Face model's layers, the units its own gradient checkpointing wraps (every
+    ``GradientCheckpointingLayer``); empty for a model without any (``transformers`` is never imported here)."""
+    layers = sys.modules.get("transformers.modeling_layers")
+    kind = getattr(layers, "GradientCheckpointingLayer", None)
+    if kind is None:
+        return ()
+    return tuple(path for path, module in model.named_modules() if isinstance(module, kind))
+
+
 def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor], loss: LossSetup | None,
                         source: str, run: ModelRunner | None = None) -> JointGraph:
     """Trace one training step of ``model`` into a joint forward+backward FX graph.
@@ -200,8 +241,8 @@ def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor]
     ----------
     model : torch.nn.Module
         The model, in the mode it trains in (``model.train()`` for dropout and batch statistics).
-    example_inputs : sequence of torch.Tensor
-        Positional inputs of ``model`` (real or meta tensors; only shapes and dtypes are used).
+    example_inputs : sequence of torch.Tensor, or mapping of str to torch.Tensor
+        Inputs of ``model`` by position, or by keyword (real or meta tensors; only shapes and dtypes are used).
     loss : LossSetup or None
         The loss and its targets. None: a scalar output is the loss, anything else is summed.
     source : str
@@ -223,17 +264,18 @@ def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor]
         when they are known, and gives a hint; the original exception is its ``__cause__``.
         Exceptions raised by the tracer's own code (this folder) are bugs and propagate unchanged.
     """
-    inputs = tuple(example_inputs) + (tuple(loss.targets) if loss is not None else ())
+    given, names = model_inputs(example_inputs)
+    inputs = given + (tuple(loss.targets) if loss is not None else ())
     bad = [i for i, t in enumerate(inputs) if not isinstance(t, torch.Tensor)]
     if bad:
         raise TraceError(source, f"input #{bad[0]} is a {type(inputs[bad[0]]).__name__}, not a tensor",
                          hint="pass example inputs (and loss targets) as a tuple of tensors")
     if loss is not None:
         _check_loss_signature(loss, source)
-    step = _TrainingStep(model, loss, len(example_inputs), source, run)
+    step = _TrainingStep(model, loss, len(given), source, run, names)
     device = next((t.device for t in inputs), torch.device("cpu"))
     with _ModuleAnnotator(model) as annotator, _meta_kernel_failures() as failures, \
-            _dropout_as_run_on(device), contextlib.ExitStack() as stack:
+            _dropout_as_run_on(device), _graph_tracing(), contextlib.ExitStack() as stack:
         try:
             joint = aot_export_joint_with_descriptors(stack, step, inputs)
         except RematError:
@@ -244,7 +286,20 @@ def capture_joint_graph(model: nn.Module, example_inputs: Sequence[torch.Tensor]
             raise _trace_error(source, error, annotator.innermost, failures.op) from error
         module_types = annotator.module_types()
     return JointGraph(graph_module=joint.graph_module, model=model, inputs=inputs, loss_of=step.loss_of,
-                      num_model_inputs=len(example_inputs), module_types=module_types, source=source)
+                      num_model_inputs=len(given), module_types=module_types, source=source, input_names=names,
+                      blocks=declared_blocks(model))
+
+
+@contextlib.contextmanager
+def _graph_tracing() -> Iterator[None]:
+    """``torch.compiler.is_compiling()`` true while the step is traced, as it is while torch.export traces one.
+
+    Models ask it to skip checks that read tensor values, which a shape-only trace cannot answer (Hugging
+    Face's packed-sequence check on the position ids, say); torch's export sets the same flag. A torch without
+    the context manager is left as it is."""
+    session = getattr(torch.compiler, "_compile_session_context", None)
+    with session() if session is not None else contextlib.nullcontext():
+        yield
 
 
 @contextlib.contextmanager

@@ -1,7 +1,9 @@
 """Coarsen an op-level graph to module level: one node per module call per pass.
 
 Ops are grouped by ``(module, call, pass)``: the ``nn.Module`` call they ran in (``layer1.0.conv1``,
-its first call), and whether they are forward, loss or backward. A group's tensors share one
+its first call), and whether they are forward, loss or backward. A model that declares its blocks (a Hugging
+Face model's decoder or encoder layers, :attr:`~.capture.JointGraph.blocks`) is grouped at them: every op
+inside ``model.layers.3`` is of that module. A group's tensors share one
 lifetime, so two kinds of tensor are split off into groups of their own, or a small tensor would
 keep a big one alive:
 
@@ -82,14 +84,19 @@ def coarsen_by_module(graph: ComputeGraph) -> ComputeGraph:
         Attachments: the input graph's, with ``groups`` (node id -> op-level ids) and ``op_graph`` (the
         input graph).
     """
-    binding = graph.attachments.binding
+    binding, joint = graph.attachments.binding, graph.attachments.joint
     calls = binding.module_calls if binding is not None else {}
     module_types = binding.module_types if binding is not None else {}
-    groups, group_of = _group(graph, calls)
+    groups, group_of = _group(graph, calls, joint.blocks if joint is not None else ())
     return _build(graph, groups, group_of, module_types)
 
 
-def _group(graph: ComputeGraph, calls) -> tuple[list[_Group], list[int]]:
+def enclosing_block(module: str, blocks: tuple[str, ...]) -> str | None:
+    """The block ``module`` lies in (itself, or the one whose path prefixes it), if any."""
+    return next((b for b in blocks if module == b or module.startswith(b + ".")), None)
+
+
+def _group(graph: ComputeGraph, calls, blocks: tuple[str, ...] = ()) -> tuple[list[_Group], list[int]]:
     nodes = graph.nodes
     groups: list[_Group] = []
     group_of = [-1] * len(nodes)
@@ -98,6 +105,7 @@ def _group(graph: ComputeGraph, calls) -> tuple[list[_Group], list[int]]:
     for i in graph.topo_idx:
         node = nodes[i]
         module = node.module or ""
+        module = enclosing_block(module, blocks) or module
         if node.pinned:
             key = ("pinned", module, node.kind)
         else:

@@ -99,6 +99,11 @@ class FxBinding:
         Parameter name -> graph node id of its gradient (the graph's outputs).
     buffer_updates : mapping of str to str
         Buffer name -> FX node computing its new value (merged into the buffer's node).
+    module_of : mapping of str to str
+        FX node name -> the module path it ran in (``""``: the model's own forward).
+    blocks : tuple of str
+        The model's blocks: its declared ones (a Hugging Face model's layers), else its repeated modules
+        (:func:`repeated_blocks`), outermost first; empty when it has none.
     """
 
     graph_module: fx.GraphModule
@@ -110,6 +115,23 @@ class FxBinding:
     loss: str
     param_grads: Mapping[str, str]
     buffer_updates: Mapping[str, str]
+    module_of: Mapping[str, str] = field(default_factory=dict)
+    blocks: tuple[str, ...] = ()
+
+
+def repeated_blocks(module_types: Mapping[str, str]) -> tuple[str, ...]:
+    """The repeated modules of a model, from its module paths: the numbered children of one container
+    (``layer1.0``, ``layer1.1``) when at least two share a class, outermost only, in the model's order."""
+    children: dict[str, list[str]] = {}
+    for path in module_types:
+        parent, _, last = path.rpartition(".")
+        if last.isdigit() and path:
+            children.setdefault(parent, []).append(path)
+    found = [path for members in children.values() if len(members) >= 2
+             for path in members if sum(module_types[m] == module_types[path] for m in members) >= 2]
+    outermost = [p for p in found if not any(p.startswith(q + ".") for q in found if q != p)]
+    order = {path: k for k, path in enumerate(module_types)}
+    return tuple(sorted(outermost, key=order.__getitem__))
 
 
 @dataclass
@@ -229,7 +251,8 @@ class _GraphBuilder:
             storage=MappingProxyType(self.storage), accumulations=MappingProxyType(accumulations),
             module_calls=MappingProxyType(self._module_calls()), module_types=self.joint.module_types,
             loss=self._single_owner(self.loss_fx, "the loss"), param_grads=MappingProxyType(param_grads),
-            buffer_updates=MappingProxyType(buffer_updates))
+            buffer_updates=MappingProxyType(buffer_updates), module_of=MappingProxyType(dict(self.module_of)),
+            blocks=self.joint.blocks or repeated_blocks(self.joint.module_types))
         return ComputeGraph(nodes, edges, outputs, name=name,
                             attachments=Attachments(binding=binding, joint=self.joint))
 

@@ -101,7 +101,8 @@ def build_model(name: str, batch_size: int | None = None, *, seed: int = DEFAULT
         generator = torch.Generator().manual_seed(seed)
         module, inputs, loss = spec.builder(generator, **resolved)
     module.train()
-    return ZooModel(name=name, module=module, example_inputs=tuple(inputs), loss=loss,
+    inputs = dict(inputs) if isinstance(inputs, Mapping) else tuple(inputs)
+    return ZooModel(name=name, module=module, example_inputs=inputs, loss=loss,
                     options=MappingProxyType(resolved))
 
 

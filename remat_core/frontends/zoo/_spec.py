@@ -17,8 +17,8 @@ from torch import nn
 from ...errors import ZooError
 from ..losses import LossSetup
 
-OPTION_ROLES = ("batch", "input_size", "depth", "width")
-"""What an option means to the app: the batch size, the input size, the depth or the width."""
+OPTION_ROLES = ("batch", "input_size", "depth", "width", "heads")
+"""What an option means to the app: the batch size, the input size, the depth, the width or the attention heads."""
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,8 @@ class ZooModel:
         The zoo name it was built from.
     module : torch.nn.Module
         The model, in training mode, with deterministic random weights.
-    example_inputs : tuple of torch.Tensor
-        Positional inputs of ``module`` (real tensors of the declared shape).
+    example_inputs : tuple of torch.Tensor, or mapping of str to torch.Tensor
+        Inputs of ``module`` (real tensors of the declared shape), by position or by keyword.
     loss : LossSetup
         How the output becomes a scalar loss, with the targets it needs.
     options : mapping
@@ -91,7 +91,7 @@ class ZooModel:
 
     name: str
     module: nn.Module
-    example_inputs: tuple[torch.Tensor, ...]
+    example_inputs: tuple[torch.Tensor, ...] | Mapping[str, torch.Tensor]
     loss: LossSetup
     options: Mapping[str, int]
 
