@@ -100,7 +100,7 @@ def test_sacs_route_holds_what_the_forward_hands_back_whatever_the_plan_says():
     returned = [o for name in forward_returns(graph, loss=True) for o in graph.attachments.binding.storage[name]
                 if graph.node(o).kind == "forward"]
     assert any(decisions.of(o) == RECOMPUTE for o in returned)  # the plan would free one
-    ops = sac_route_ops(decisions, forward_program(decisions, forward_returns(graph, loss=True)))
+    ops = sac_route_ops(graph, forward_program(decisions, forward_returns(graph, loss=True)))
     for owner in returned:
         touched = [(kind, step) for step, (kind, v) in enumerate(ops) if v == owner]
         assert [kind for kind, _ in touched] == ["compute", "free"]
@@ -125,7 +125,7 @@ def test_sacs_route_holds_what_sacs_cache_holds():
     cached = {o for name in program.saved & checkpointed for o in binding.storage[name]
               if graph.node(o).kind == "forward"}
     assert any(decisions.of(o) != KEEP for o in cached)  # SAC caches outputs the plan frees
-    ops = sac_route_ops(decisions, program)
+    ops = sac_route_ops(graph, program)
     backward_starts = next(step for step, (_, v) in enumerate(ops) if graph.node(v).kind == "backward")
     resident: set[str] = set()
     for kind, v in ops[:backward_starts]:

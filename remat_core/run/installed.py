@@ -18,7 +18,7 @@ from ..frontends import real_placeholder_values
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from ..schedule.decisions import PlanDecisions, plan_decisions
-from ..schedule.sac_program import ForwardProgram, forward_program
+from ..schedule.sac_program import ForwardProgram, schedule_program
 from .forward import write_buffer_updates
 from .offload_hooks import offloaded_values
 
@@ -34,7 +34,9 @@ class InstalledPlan:
     decisions : PlanDecisions
         The plan per forward tensor, at the op level.
     program : ForwardProgram
-        The forward ops computing ``returns``, cut into checkpoint regions.
+        The forward ops computing ``returns``, cut into checkpoint regions: as the schedule's own
+        :class:`~remat_core.schedule.sac_program.SacPlan` says when it was made in SAC's terms
+        (``solver_info["sac_plan"]``), else as its decisions allow.
     offloaded : mapping
         The FX values whose storage the plan offloads (:func:`~.offload_hooks.offloaded_values`).
     placeholders : list of str
@@ -58,7 +60,7 @@ class InstalledPlan:
     def __post_init__(self) -> None:
         binding = self.graph.attachments.binding
         self.decisions = plan_decisions(self.graph, self.schedule.ops)
-        self.program = forward_program(self.decisions, list(self.returns))
+        self.program = schedule_program(self.decisions, self.schedule.solver_info, list(self.returns))
         self.offloaded = offloaded_values(self.decisions, binding, self.program.nodes)
         self.placeholders = [n.name for n in binding.graph_module.graph.find_nodes(op="placeholder")]
         self.buffer_updates = dict(binding.buffer_updates)

@@ -56,6 +56,7 @@ def forward_returns(graph: ComputeGraph, *, loss: bool) -> list[str]:
     The outputs are in the order the model returns them when the trace tagged them (:data:`OUTPUT_TAG`), else in
     the order the step's end reads them.
     """
+    graph = graph.attachments.op_graph or graph  # a module-level graph's step is its op-level graph's
     binding = graph.attachments.binding
     tagged = {node.meta["custom"][OUTPUT_TAG]: node.args[0].name
               for node in binding.graph_module.graph.nodes if OUTPUT_TAG in (node.meta.get("custom") or {})}
@@ -98,6 +99,9 @@ class ForwardProgram:
     last_read : mapping of str to int
         FX name -> position of its last reader among ``nodes`` (``len(nodes)`` when returned).
     uncontrolled : tuple of Uncontrolled
+    early_stop : bool
+        A region's recomputation stops after the last op that saved a tensor the backward reads (PyTorch's
+        default); False: it re-runs the whole region (torchtitan's setting).
     """
 
     graph_module: Any
@@ -107,6 +111,7 @@ class ForwardProgram:
     regions: tuple[Region, ...]
     last_read: Mapping[str, int]
     uncontrolled: tuple[Uncontrolled, ...]
+    early_stop: bool = True
 
     @property
     def checkpointed_regions(self) -> int:
@@ -123,6 +128,119 @@ class ForwardProgram:
         return [n.name for n in self.graph_module.graph.find_nodes(op="placeholder") if n.name in read]
 
 
+@dataclass(frozen=True)
+class SacPlan:
+    """A plan in SAC's own terms: which spans of the forward ops are checkpoint regions, and which ops in them save
+    their outputs (``MUST_SAVE``; the others ``PREFER_RECOMPUTE``).
+
+    Attributes
+    ----------
+    regions : tuple of (str, str)
+        Checkpointed spans of the forward ops, each by the FX names of its first and last op (as
+        :func:`forward_ops` orders them), in order and disjoint; every op outside them runs plainly (autograd
+        saves what it needs).
+    saved : frozenset of str
+        FX names of the ops inside the regions that save their outputs.
+    early_stop : bool
+        Whether a region's recomputation stops at the last op that saved a tensor (see :class:`ForwardProgram`).
+    """
+
+    regions: tuple[tuple[str, str], ...]
+    saved: frozenset[str] = frozenset()
+    early_stop: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as plain data (a schedule's ``solver_info["sac_plan"]``)."""
+        return {"regions": [list(r) for r in self.regions], "saved": sorted(self.saved),
+                "early_stop": self.early_stop}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SacPlan":
+        """The plan :meth:`to_json` wrote (ValueError for anything else)."""
+        try:
+            return cls(tuple((str(a), str(b)) for a, b in data["regions"]), frozenset(map(str, data["saved"])),
+                       bool(data.get("early_stop", True)))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a SAC plan: {e}; expected regions, saved and early_stop") from None
+
+
+def span_names(nodes: Sequence[Any], start: int, end: int) -> tuple[str, str]:
+    """The ``(first, last)`` FX names of the ops ``nodes[start:end]``: a :class:`SacPlan` region."""
+    return nodes[start].name, nodes[end - 1].name
+
+
+SAC_PLAN = "sac_plan"
+"""The ``solver_info`` key of a schedule made in SAC's own terms: its :class:`SacPlan` (``to_json``), which the SAC
+route installs as it is."""
+
+
+def forward_ops(graph: ComputeGraph, returns: Sequence[str]) -> tuple[Any, ...]:
+    """The FX ops of a traced step's forward that compute ``returns``, in order (what a program runs)."""
+    gm = graph.attachments.binding.graph_module
+    wanted = _ancestors(gm, returns)
+    return tuple(n for n in gm.graph.nodes if n.name in wanted and n.op in ("call_function", "get_attr"))
+
+
+def block_spans(graph: ComputeGraph, nodes: Sequence[Any]) -> dict[str, tuple[int, int]]:
+    """Block path -> the positions ``[start, end)`` of its ops among ``nodes`` (the model's blocks,
+    :attr:`~remat_core.frontends.tracing.to_graph.FxBinding.blocks`; a block with no forward op is left out)."""
+    binding = graph.attachments.binding
+    spans: dict[str, tuple[int, int]] = {}
+    for k, node in enumerate(nodes):
+        module = binding.module_of.get(node.name, "")
+        block = next((b for b in binding.blocks if module == b or module.startswith(b + ".")), None)
+        if block is not None:
+            start, end = spans.get(block, (k, k + 1))
+            spans[block] = (min(start, k), max(end, k + 1))
+    return spans
+
+
+def program_of_plan(graph: ComputeGraph, returns: Sequence[str], plan: SacPlan) -> ForwardProgram:
+    """The forward program that installs ``plan`` (on an op-level traced graph) as it says.
+
+    Raises
+    ------
+    ValueError
+        For a region naming an op the forward does not run, or regions that are not disjoint spans in order.
+    """
+    graph = graph.attachments.op_graph or graph
+    nodes = forward_ops(graph, returns)
+    position = {node.name: k for k, node in enumerate(nodes)}
+    edges, previous = [0], 0
+    checkpointed = []
+    for first, last in plan.regions:
+        if first not in position or last not in position:
+            raise ValueError(f"SAC plan region {first}..{last}: {first if first not in position else last} is not an "
+                             f"op of this step's forward (a plan made for another graph?)")
+        start, end = position[first], position[last] + 1
+        if not previous <= start < end:
+            raise ValueError(f"SAC plan region {first}..{last} does not come after the region before it")
+        if start > previous:
+            edges.append(start)
+            checkpointed.append(False)
+        edges.append(end)
+        checkpointed.append(True)
+        previous = end
+    if previous < len(nodes):
+        edges.append(len(nodes))
+        checkpointed.append(False)
+    last_read = _last_reads(nodes, set(returns))
+    regions = _build_regions(nodes, last_read, edges, checkpointed)
+    inside = {node.name for r in regions if r.checkpointed for node in nodes[r.start:r.end]}
+    return ForwardProgram(graph.attachments.binding.graph_module, nodes, tuple(returns), plan.saved & inside, regions,
+                          last_read, (), plan.early_stop)
+
+
+def schedule_program(decisions: PlanDecisions, solver_info: Mapping[str, Any], returns: Sequence[str]
+                     ) -> ForwardProgram:
+    """The program a schedule runs as through SAC: its own :class:`SacPlan` when a solver made it in SAC's terms
+    (``solver_info["sac_plan"]``), else the regions its ``decisions`` allow (:func:`forward_program`)."""
+    plan = solver_info.get(SAC_PLAN)
+    if plan is not None:
+        return program_of_plan(decisions.graph, returns, SacPlan.from_json(plan))
+    return forward_program(decisions, returns)
+
+
 def forward_program(decisions: PlanDecisions, returns: Sequence[str]) -> ForwardProgram:
     """The forward ops computing the FX values ``returns``, cut into regions as ``decisions`` allow.
 
@@ -136,8 +254,7 @@ def forward_program(decisions: PlanDecisions, returns: Sequence[str]) -> Forward
     graph = decisions.graph
     binding = graph.attachments.binding
     gm = binding.graph_module
-    wanted = _ancestors(gm, returns)
-    nodes = tuple(n for n in gm.graph.nodes if n.name in wanted and n.op in ("call_function", "get_attr"))
+    nodes = forward_ops(graph, returns)
 
     def freed_owners(name: str) -> list[str]:
         return [o for o in binding.storage.get(name, ()) if decisions.of(o) not in (None, KEEP)]
@@ -215,9 +332,15 @@ def _regions(nodes: Sequence[Any], last_read: Mapping[str, int], recompute_bytes
     n = len(nodes)
     total = sum(recompute_bytes)
     cuts = [0, n] if total == 0 else _cheapest_cuts(recompute_bytes, cut_bytes, total)
+    return _build_regions(nodes, last_read, cuts, [any(recompute_bytes[a:b]) for a, b in zip(cuts, cuts[1:])])
+
+
+def _build_regions(nodes: Sequence[Any], last_read: Mapping[str, int], cuts: Sequence[int],
+                   checkpointed: Sequence[bool]) -> tuple[Region, ...]:
+    """The regions between consecutive ``cuts`` (0, ..., n), each checkpointed as ``checkpointed`` says."""
     position = {node.name: k for k, node in enumerate(nodes)}
     regions = []
-    for start, stop in zip(cuts, cuts[1:]):
+    for (start, stop), ckpt in zip(zip(cuts, cuts[1:]), checkpointed):
         inside = {node.name for node in nodes[start:stop]}
         inputs = dict.fromkeys(s.name for node in nodes[start:stop] for s in node.all_input_nodes
                                if s.name in position and s.name not in inside)
@@ -225,8 +348,7 @@ def _regions(nodes: Sequence[Any], last_read: Mapping[str, int], recompute_bytes
         done_after = tuple(tuple(name for name in (*dict.fromkeys(s.name for s in node.all_input_nodes), node.name)
                                  if name in position and last_read[name] == k and name not in outputs)
                            for k, node in enumerate(nodes[start:stop], start))
-        regions.append(Region(start, stop, tuple(inputs), outputs,
-                              checkpointed=any(recompute_bytes[start:stop]), done_after=done_after))
+        regions.append(Region(start, stop, tuple(inputs), outputs, checkpointed=ckpt, done_after=done_after))
     return tuple(regions)
 
 

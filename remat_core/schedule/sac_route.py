@@ -31,15 +31,16 @@ from typing import Sequence
 from typing import Any
 
 from ..graph import ComputeGraph
-from .decisions import FORWARD_KINDS, PlanDecisions, plan_decisions
-from .sac_program import ForwardProgram, forward_program, forward_returns
+from .decisions import FORWARD_KINDS, plan_decisions
+from .sac_program import ForwardProgram, forward_returns, schedule_program
 from .schedule import COMPUTE, FREE, Op, Schedule
 from .simulator import simulate
 
 
-def sac_route_ops(decisions: PlanDecisions, program: ForwardProgram) -> list[Op]:
-    """The ops a step with ``program`` installed through SAC performs, on ``decisions.graph`` (see the module notes)."""
-    route = _SacRoute(decisions, program)
+def sac_route_ops(graph: ComputeGraph, program: ForwardProgram) -> list[Op]:
+    """The ops a step with ``program`` installed through SAC performs, on the op-level traced graph behind ``graph``
+    (see the module notes)."""
+    route = _SacRoute(graph.attachments.op_graph or graph, program)
     route.forward()
     route.backward()
     return route.ops
@@ -52,8 +53,7 @@ class _SacRoute:
     checkpointed region in one run when the backward first unpacks it. Both append to :attr:`ops`.
     """
 
-    def __init__(self, decisions: PlanDecisions, program: ForwardProgram):
-        graph = decisions.graph
+    def __init__(self, graph: ComputeGraph, program: ForwardProgram):
         binding = graph.attachments.binding
         self.graph, self.program = graph, program
         self.pinned = {n.id for n in graph.nodes if n.pinned}
@@ -142,7 +142,8 @@ class _SacRoute:
             for k in [frame_of.get(b), *(region_of[f] for f in reads if f not in self.resident)]:
                 if k in self.checkpointed and (k not in self.recomputed or any(
                         region_of[f] == k and f not in self.resident for f in reads)):
-                    self.recompute_region(k, early_stop.get(k, -1))
+                    stop = early_stop.get(k, -1) if self.program.early_stop else self.program.regions[k].end - 1
+                    self.recompute_region(k, stop)
             self.compute(b)
             for p in graph.preds(b):
                 self.backward_left[p] -= 1
@@ -205,7 +206,7 @@ def sac_route_peak(graph: ComputeGraph, schedule: Schedule, returns: Sequence[st
     measured training step's, :func:`~remat_core.run.installed.forward_returns`).
     """
     decisions = plan_decisions(graph, schedule.ops)
-    program = forward_program(decisions, forward_returns(decisions.graph, loss=True) if returns is None
-                              else list(returns))
-    ops = sac_route_ops(decisions, program)
+    program = schedule_program(decisions, schedule.solver_info,
+                               forward_returns(decisions.graph, loss=True) if returns is None else list(returns))
+    ops = sac_route_ops(decisions.graph, program)
     return simulate(decisions.graph, ops).peak, program

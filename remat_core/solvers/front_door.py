@@ -19,7 +19,7 @@ from ..graph import ComputeGraph, with_workspaces, without_workspaces
 from ..schedule import (AllocatorConfig, Link, Schedule, checkpoint_all_peak, measure_indexed, memory_lower_bound,
                          replay, schedule_stats, simulate)
 from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, STOPPED, SolveOutcome
-from .registry import get_solver
+from .registry import SolverSpec, get_solver
 from .retry import Shrink, solve_until
 
 DEFAULT_SOLVER = "auto"
@@ -90,9 +90,9 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
     reserved: dict[str, int] = {}
     try:
         if allocator is None:
-            schedule = _solved_with_workspaces(spec.function, graph, budget, time_limit, bound_options, link)
+            schedule = _solved_with_workspaces(spec, graph, budget, time_limit, bound_options, link)
         else:
-            schedule, reserved = _solved_within_reserved(spec.function, graph, budget, time_limit, bound_options,
+            schedule, reserved = _solved_within_reserved(spec, graph, budget, time_limit, bound_options,
                                                          allocator, link)
     except InfeasibleBudget as e:
         raise type(e)(e.budget, e.smallest_feasible, e.solver or solver, e.detail) from None
@@ -110,7 +110,7 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
     return schedule.with_updates(graph=graph.name, solver=solver, budget=budget, stats=stats, simulation=result)
 
 
-def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_limit: float | None,
+def _solved_within_reserved(spec: SolverSpec, graph: ComputeGraph, budget: int, time_limit: float | None,
                             options: dict[str, Any], allocator: AllocatorConfig, link: Link | None
                             ) -> tuple[Schedule, dict[str, int]]:
     """A schedule whose allocations, replayed through the caching allocator, reserve at most ``budget`` bytes:
@@ -123,7 +123,7 @@ def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_lim
         replays[id(schedule)] = replay(graph, schedule, allocator)
         return replays[id(schedule)].peak_reserved
 
-    search = solve_until(lambda asked: _solved_with_workspaces(function, graph, asked, time_limit, options, link),
+    search = solve_until(lambda asked: _solved_with_workspaces(spec, graph, asked, time_limit, options, link),
                          budget, reserved, Shrink(memory_lower_bound(graph), RESERVED_TRIES, least_part=10))
     if search.accepted is not None:
         return search.accepted.schedule, replays[id(search.accepted.schedule)].peaks
@@ -134,17 +134,18 @@ def _solved_within_reserved(function, graph: ComputeGraph, budget: int, time_lim
                                              f"fragmentation over the {last.peak_allocated:,} bytes it hands out)")
 
 
-def _solved_with_workspaces(function, graph: ComputeGraph, budget: int, time_limit: float | None,
+def _solved_with_workspaces(spec: SolverSpec, graph: ComputeGraph, budget: int, time_limit: float | None,
                             options: dict[str, Any], link: Link | None = None) -> Schedule:
     """The solver's schedule of ``graph``: solved on the graph with what each kernel holds while it runs as a
     workspace node (:func:`~remat_core.graph.with_workspaces`), so that every solver plans for it, then read
-    back onto ``graph``'s own nodes.
+    back onto ``graph``'s own nodes (a solver tagged ``sees_transients`` gets ``graph`` itself).
 
     A schedule that computes a multi-output op's outputs apart holds more than the workspace view shows
     (each call allocates every output): when the simulator finds it over the budget, the solver is asked
     again with that much less, in :data:`RETRIES` more solves at most.
     """
-    expanded = with_workspaces(graph)
+    function = spec.function
+    expanded = graph if spec.tags.sees_transients else with_workspaces(graph)
     if expanded is graph:
         return function(graph, budget, time_limit=time_limit, **options)
 

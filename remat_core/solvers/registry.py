@@ -101,6 +101,15 @@ class SolverTags:
     uses_traced_graph : bool
         It works on a traced model's FX graph when the graph carries one (and on our sizes otherwise), so its
         answer depends on more than the graph's content hash: the results store keys it by the graph's mode too.
+    needs_traced_model : bool
+        It applies only to a graph traced here at op level, with its model (a policy over the model's blocks and
+        ops): on any other graph it refuses, saying why (an outcome ``refused``, never a crash).
+    follows_budget : bool
+        Its schedule depends on the budget. False: a fixed policy (Hugging Face's checkpointing, torchtitan's),
+        returned wherever it fits and refused, with its own peak named, below that.
+    sees_transients : bool
+        It simulates its own schedules, the kernels' transient bytes included: the front door hands it the graph
+        as it is rather than with workspace nodes.
     traceable_recursion : bool
         Its recursion can be traced call by call (:func:`~remat_core.solvers.trace_recursion`): the Learn page.
     offloads : bool
@@ -126,6 +135,9 @@ class SolverTags:
     meets_named_budget: bool = True
     addressed: bool = False
     uses_traced_graph: bool = False
+    needs_traced_model: bool = False
+    follows_budget: bool = True
+    sees_transients: bool = False
     traceable_recursion: bool = False
     offloads: bool = False
     without_link: str = ""

@@ -54,7 +54,7 @@ class SelectiveCheckpointing(Route):
 
         run = super().measure(step, timing_runs)
         installed = step.installed
-        run.simulated = simulate(installed.decisions.graph, sac_route_ops(installed.decisions, installed.program))
+        run.simulated = simulate(installed.decisions.graph, sac_route_ops(installed.decisions.graph, installed.program))
         run.details = {"regions": len(installed.program.regions),
                        "checkpointed_regions": installed.program.checkpointed_regions,
                        "plan_recompute_bursts": installed.decisions.bursts,
