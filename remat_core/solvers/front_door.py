@@ -82,6 +82,10 @@ def solve(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_l
     bound_options = spec.bind(options)
     if spec.tags.offloads:
         bound_options["link"] = link
+    if spec.tags.needs_traced_model and not graph.attachments.executable:
+        raise SolverOptionError(f"not applicable: {solver} is a policy over a model's blocks and ops, so it needs a "
+                                f"model traced here (the zoo, --model, a .pt2 file); graph {graph.name!r} carries "
+                                f"sizes and costs only")
     lower = memory_lower_bound(graph)
     if budget < lower:
         raise InfeasibleBudget(budget, checkpoint_all_peak(graph), solver,

@@ -25,11 +25,7 @@ FORWARD_KINDS = ("forward", "loss")
 
 def traced_forward(graph: ComputeGraph, solver: str) -> tuple[ComputeGraph, Sequence[Any], list[str]]:
     """The op-level traced graph, its forward ops and their returns; :class:`SolverOptionError` (a refusal, shown as
-    not applicable) for a graph with no model traced here or a module-level one."""
-    if not graph.attachments.executable:
-        raise SolverOptionError(f"not applicable: {solver} is a policy over a model's blocks and ops, so it needs a "
-                                f"model traced here (the zoo, --model, a .pt2 file); graph {graph.name!r} carries "
-                                f"sizes and costs only")
+    not applicable) for a module-level graph (the front door refuses one with no model traced here)."""
     if graph.attachments.groups is not None:
         raise SolverOptionError(f"not applicable: {solver} decides op by op, and graph {graph.name!r} is at module "
                                 f"level; trace it at op level (--level op)")
@@ -68,7 +64,8 @@ def policy_schedule(graph: ComputeGraph, budget: int, plan: SacPlan, returns: Se
         reasons.append(reason(f"recomputed by {solver}: {what}; {block_of.get(node, 'its block')} re-runs in the "
                               f"backward", rule="policy-recompute", block=block_of.get(node)) if again else None)
     return Schedule.from_ops(ops, reasons, solver_info={**info, SAC_PLAN: plan.to_json(),
-                                                        "regions": len(plan.regions), "saved_ops": len(plan.saved)})
+                                                        "regions": len(plan.regions), "saved_ops": len(plan.saved),
+                                                        "policy_peak": peak})
 
 
 def checkpointed_blocks(nodes: Sequence[Any], spans: Mapping[str, tuple[int, int]], every: int
