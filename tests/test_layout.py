@@ -27,7 +27,7 @@ ALLOWED = {
     "solvers": {"errors", "graph", "schedule", "decompose"},
     "analysis": {"errors", "graph", "schedule", "decompose", "solvers"},
     "viz": {"errors", "graph", "schedule", "decompose", "analysis"},
-    "run": {"errors", "graph", "schedule", "frontends", "solvers"},
+    "run": {"errors", "graph", "schedule", "frontends", "solvers", "store"},
     "store": {"errors", "graph", "schedule", "solvers", "analysis"},
     "batch": {"errors", "graph", "frontends", "schedule", "solvers", "analysis", "viz", "store"},
     "cli": {"errors", "graph", "frontends", "schedule", "decompose", "solvers", "analysis", "viz", "run", "store",
@@ -36,7 +36,7 @@ ALLOWED = {
 """Which packages each package of remat_core may import (ARCHITECTURE.md draws the same arrows)."""
 MAX_TOP_LEVEL = 12
 
-SOLVER_SHARED = {"registry", "front_door", "outcome", "quick", "deadline", "bounds", "checkpoint_all", "retry"}
+SOLVER_SHARED = {"registry", "front_door", "outcome", "quick", "deadline", "bounds", "checkpoint_all", "retry", "sac_plans"}
 """The modules directly in ``remat_core.solvers`` that every family may use (the registry, the front door, the
 outcome, the quick portfolio, deadlines, bounds and the baseline); they import no family."""
 SOLVER_FAMILIES_IMPORTED_BY = {"portfolio": {"eviction", "stage_models"}}

@@ -86,7 +86,7 @@ class Search:
 
 
 def solve_until(solve: Callable[[int], Schedule], budget: int, judge: Callable[[Schedule], int],
-                rule: Shrink | Bisection) -> Search:
+                rule: Shrink | Bisection, *, first: int | None = None) -> Search:
     """Ask ``solve`` for ``budget`` bytes and then, while ``judge`` measures the schedule over ``budget``, for less,
     as ``rule`` says.
 
@@ -100,6 +100,8 @@ def solve_until(solve: Callable[[int], Schedule], budget: int, judge: Callable[[
     judge : callable
         ``judge(schedule) -> peak``: the bytes the caller's measure says the schedule holds.
     rule : Shrink or Bisection
+    first : int, optional
+        The first budget asked (default ``budget``): a solver whose own estimates err may be asked for more.
 
     Returns
     -------
@@ -120,11 +122,12 @@ def solve_until(solve: Callable[[int], Schedule], budget: int, judge: Callable[[
     def found(accepted: Judged | None) -> Search:
         return Search(accepted, best[0] if best else None, made)
 
-    first = attempt(budget)
-    if first.peak <= budget:
-        return found(first)
+    start = budget if first is None else first
+    opening = attempt(start)
+    if opening.peak <= budget:
+        return found(opening)
     if isinstance(rule, Shrink):
-        asked, peak = budget, first.peak
+        asked, peak = start, opening.peak
         for _ in range(rule.tries - 1):
             following = rule.next_ask(asked, peak, budget)
             if following is None:
@@ -134,7 +137,7 @@ def solve_until(solve: Callable[[int], Schedule], budget: int, judge: Callable[[
                 return found(judged)
             asked, peak = following, judged.peak
         return found(None)
-    low, high, accepted = rule.lower, budget, None
+    low, high, accepted = rule.lower, start, None
     for _ in range(rule.tries):
         if high - low <= rule.resolution:
             break

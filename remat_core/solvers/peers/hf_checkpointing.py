@@ -18,7 +18,7 @@ from ...graph import ComputeGraph
 from ...schedule import Schedule
 from ...schedule.sac_program import SacPlan
 from ..registry import Option, SolverTags, register
-from .block_policies import blocks, checkpointed_blocks, policy_schedule, region_names, traced_forward
+from ..sac_plans import blocks, checkpointed_blocks, policy_schedule, region_names, traced_forward
 
 NAME = "hf-checkpointing"
 

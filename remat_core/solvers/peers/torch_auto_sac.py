@@ -42,7 +42,7 @@ from ...schedule import Schedule, checkpoint_all_peak, memory_lower_bound
 from ...schedule.sac_program import SacPlan, span_names
 from ..registry import SolverTags, register
 from ..retry import Bisection, solve_until
-from .block_policies import policy_schedule, traced_forward
+from ..sac_plans import policy_schedule, traced_forward
 
 NAME = "torch-auto-sac"
 TRIES = 6

@@ -1,5 +1,6 @@
-"""What the deployed checkpointing policies share: a plan in SAC's own terms over a traced model's blocks,
-written down as the ops a step through SAC performs, for the one simulator to judge.
+"""Plans in SAC's own terms over a traced model's blocks, written down as the ops a step through SAC performs,
+for the one simulator to judge: what the deployed checkpointing policies (:mod:`.peers`) and our SAC planner
+(:mod:`.sac`) share.
 
 Hugging Face's ``gradient_checkpointing_enable`` and torchtitan's selective op policy checkpoint a model's
 blocks (its decoder or encoder layers; for other models, its repeated modules) and decide, op by op, what a
@@ -13,14 +14,57 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ...errors import InfeasibleBudget, SolverOptionError
-from ...graph import ComputeGraph
-from ...schedule import COMPUTE, Schedule, reason, simulate
-from ...schedule.sac_program import (SAC_PLAN, SacPlan, block_spans, forward_ops, forward_returns, program_of_plan,
-                                     span_names)
-from ...schedule.sac_route import sac_route_ops
+from ..errors import InfeasibleBudget, SolverOptionError
+from ..graph import ComputeGraph
+from ..schedule import COMPUTE, Schedule, reason, simulate
+from ..schedule.sac_program import (SAC_PLAN, SacPlan, block_spans, forward_ops, forward_returns, program_of_plan,
+                                    span_names)
+from ..schedule.sac_route import sac_route_ops
 
 FORWARD_KINDS = ("forward", "loss")
+
+PARTITIONER_COMPUTE_INTENSIVE = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default",
+                                 "aten.convolution.default", "aten.convolution_backward.default",
+                                 "aten._scaled_dot_product_efficient_attention.default",
+                                 "aten._scaled_dot_product_flash_attention.default", "aten._scaled_mm.default",
+                                 "aten.upsample_bilinear2d.default", "aten._efficient_attention_forward.default",
+                                 "aten._flash_attention_forward.default")
+"""torch 2.13's ``get_default_op_list().compute_intensive_ops``, by overload (torchtitan takes each ``.default``)."""
+TORCHTITAN_EXTRA = ("aten._scaled_dot_product_cudnn_attention.default",
+                    "aten._scaled_dot_product_attention_math.default",
+                    "aten._scaled_dot_product_fused_attention_overrideable.default", "aten.max.default",
+                    "higher_order.flex_attention", "aten.linear.default", "aten.topk.default",
+                    "_c10d_functional.reduce_scatter_tensor.default", "_c10d_functional.all_to_all_single.default")
+"""The ops torchtitan adds to the save list (the SDPA variants, max for low precision's scales, FlexAttention,
+linear, topk, the collectives)."""
+SAVE_LIST = frozenset(PARTITIONER_COMPUTE_INTENSIVE + TORCHTITAN_EXTRA)
+MM_OPS = frozenset({"aten.mm.default", "aten.linear.default"})
+"""The ops whose every second occurrence in a block is recomputed."""
+
+
+def saved_by_op_list(nodes: Any) -> set[str]:
+    """The FX names of the ops torchtitan's selective op policy saves among one block's forward ops, in order: every
+    op of :data:`SAVE_LIST` but every second ``mm`` (see :mod:`.peers.torchtitan_sac`)."""
+    saved, mm_count = set(), 0
+    for node in nodes:
+        target = str(node.target)
+        if target in MM_OPS:
+            mm_count += 1
+        if target == "aten._to_copy.default" and _cuda_to_cpu(node):
+            saved.add(node.name)
+        elif target in SAVE_LIST and not (target in MM_OPS and mm_count % 2 == 0):
+            saved.add(node.name)
+    return saved
+
+
+def _cuda_to_cpu(node: Any) -> bool:
+    source = node.args[0].meta.get("val") if node.args and hasattr(node.args[0], "meta") else None
+    device = node.kwargs.get("device")
+    return getattr(getattr(source, "device", None), "type", None) == "cuda" and str(device) == "cpu"
+
+
+EXPENSIVE_OPS = SAVE_LIST | {"aten._scaled_dot_product_flash_attention_for_cpu.default"}
+"""The ops whose outputs cost most to recompute, the CPU's attention kernel among them."""
 
 
 def traced_forward(graph: ComputeGraph, solver: str) -> tuple[ComputeGraph, Sequence[Any], list[str]]:
@@ -48,7 +92,8 @@ def policy_schedule(graph: ComputeGraph, budget: int, plan: SacPlan, returns: Se
     ``what`` the policy does; refused below the peak it holds, which it names (it does not follow a budget)."""
     program = program_of_plan(graph, returns, plan)
     ops = sac_route_ops(graph, program)
-    peak = simulate(graph, ops).peak
+    simulated = simulate(graph, ops)
+    peak = simulated.peak
     if peak > budget:
         raise InfeasibleBudget(budget, peak, solver, f"{solver} does not follow a budget: {what} holds {peak:,} "
                                                      f"bytes")
@@ -65,7 +110,8 @@ def policy_schedule(graph: ComputeGraph, budget: int, plan: SacPlan, returns: Se
                               f"backward", rule="policy-recompute", block=block_of.get(node)) if again else None)
     return Schedule.from_ops(ops, reasons, solver_info={**info, SAC_PLAN: plan.to_json(),
                                                         "regions": len(plan.regions), "saved_ops": len(plan.saved),
-                                                        "policy_peak": peak})
+                                                        "policy_peak": peak,
+                                                        "policy_cost": simulated.cost})
 
 
 def checkpointed_blocks(nodes: Sequence[Any], spans: Mapping[str, tuple[int, int]], every: int
