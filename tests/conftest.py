@@ -1,8 +1,8 @@
 """Shared test configuration: hypothesis profiles (no deadlines: CI machines are slow), and a results store
 and an upload store of the test session's own.
 
-Every command, app run, server and worker process the tests start reads ``REMAT_STORE`` and
-``REMAT_UPLOAD_DIR``: pointing them into a fresh temporary directory keeps the tests off the user's
+Every command, app run, server and worker process the tests start reads ``REMAT_STORE``,
+``REMAT_UPLOAD_DIR`` and ``REMAT_OP_TIMES``: pointing them into a fresh temporary directory keeps the tests off the user's
 ``~/.cache`` and off results and uploads another run left.
 """
 
@@ -22,4 +22,5 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 _SESSION_DIR = tempfile.mkdtemp(prefix="remat-test-")
 os.environ["REMAT_STORE"] = os.path.join(_SESSION_DIR, "results.sqlite")
 os.environ["REMAT_UPLOAD_DIR"] = os.path.join(_SESSION_DIR, "uploads")
+os.environ["REMAT_OP_TIMES"] = os.path.join(_SESSION_DIR, "op-times.sqlite")
 atexit.register(shutil.rmtree, _SESSION_DIR, ignore_errors=True)

@@ -4,7 +4,8 @@
   the op's FakeTensor shapes; ops without a formula (elementwise ops, norms, pooling, softmax...) are
   memory-bound and get their memory traffic times :data:`~remat_core.graph.cost_models.FLOPS_PER_BYTE`.
 - ``unit``: 1 per node. ``bytes``: bytes read plus written.
-- ``measured``: seconds, the median of timed runs of each op on real CPU tensors.
+- ``measured``: seconds, the median of timed runs of each op on real tensors (CUDA events on a GPU), kept on disk
+  by op and shape (:mod:`.op_times`): memory-bound ops cost what they take, and a second trace costs nothing.
 
 A view moves no data and costs nothing in any model (views are merged into their storage owner
 anyway). A multi-output op's cost is shared among the nodes of its outputs in proportion to their
@@ -25,6 +26,8 @@ from torch.utils.flop_counter import flop_registry
 from ...errors import TraceError
 from ...graph import COST_MODELS, DEFAULT_REPEATS, FLOPS_PER_BYTE
 from .capture import JointGraph, real_placeholder_values
+from .kernel_memory import op_key
+from .op_times import op_times, setting
 
 def check_cost_model(cost: str, source: str) -> str:
     """The name, if it is a known cost model; a :class:`TraceError` listing them if not."""
@@ -112,21 +115,31 @@ def _synthetic_cost(cost: str, traffic: int, make_inputs: Callable[[], Any], run
     if cost == "flops":
         return FLOPS_PER_BYTE * traffic
     inputs = make_inputs()
+    first = inputs[0] if inputs else run()
+    key = f"{setting(first.device)} synthetic {traffic} bytes {first.dtype} {len(inputs)} inputs"
+    cache = op_times()
+    kept = cache.get([key]) if cache is not None else {}
+    if key in kept:
+        return kept[key]
     run(*inputs)
     samples = []
     for _ in range(DEFAULT_REPEATS):
         start = time.perf_counter()
         run(*inputs)
         samples.append(time.perf_counter() - start)
+    if cache is not None:
+        cache.put({key: statistics.median(samples)})
     return statistics.median(samples)
 
 
 def measure_op_times(joint: JointGraph, repeats: int = DEFAULT_REPEATS) -> dict[str, float]:
-    """Run the joint graph once on real tensors, timing every op.
+    """Every op's time in seconds, by FX node name: read from the op-time cache (:mod:`.op_times`) where it holds the
+    op (by target, argument shapes and dtypes, device, threads and torch build), else measured.
 
-    Each op runs once to warm up, then ``repeats`` more times; its time is the median, in seconds.
-    Parameters and buffers are the model's own tensors, inputs and targets the example ones, the
-    gradient seed is ones. The graph is functional, so nothing of the model is modified.
+    Measuring runs the joint graph once on real tensors, each op once to warm up, then ``repeats`` more times (on
+    CUDA timed with CUDA events); its time is the median. Parameters and buffers are the model's own tensors,
+    inputs and targets the example ones, the gradient seed is ones; the graph is functional, so nothing of the
+    model is modified. When the cache holds every op, nothing runs.
 
     Raises
     ------
@@ -134,27 +147,51 @@ def measure_op_times(joint: JointGraph, repeats: int = DEFAULT_REPEATS) -> dict[
         When the model or its inputs hold no real data (meta tensors).
     """
     values = real_placeholder_values(joint, "time ops", hint="use --cost flops, bytes or unit")
-    timer = _TimingInterpreter(joint.graph_module, repeats)
+    device = next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    nodes = [n for n in joint.graph_module.graph.nodes if n.op == "call_function"]
+    where = setting(device)
+    keys = {n.name: f"{where} {op_key(n, device)!r}" for n in nodes}
+    cache = op_times()
+    known = cache.get(keys.values()) if cache is not None else {}
+    if all(key in known for key in keys.values()):
+        return {name: known[key] for name, key in keys.items()}
+    timer = _TimingInterpreter(joint.graph_module, repeats, {n for n, key in keys.items() if key not in known},
+                               device)
     with torch.no_grad():
         timer.run(*values)
-    return timer.times
+    measured: dict[str, float] = {}
+    for name, seconds in timer.times.items():  # ops alike cost alike: the first measurement of a key holds
+        measured.setdefault(keys[name], seconds)
+    if cache is not None:
+        cache.put(measured)
+    return {name: known.get(key, measured.get(key, 0.0)) for name, key in keys.items()}
 
 
 class _TimingInterpreter(fx.Interpreter):
-    """Runs the graph node by node and records the median time of each ``call_function`` node."""
+    """Runs the graph node by node and records the median time of each ``call_function`` node in ``timed``."""
 
-    def __init__(self, module: fx.GraphModule, repeats: int):
+    def __init__(self, module: fx.GraphModule, repeats: int, timed: set[str], device: torch.device):
         super().__init__(module)
         self.repeats = repeats
+        self.timed = timed
+        self.cuda = device.type == "cuda"
         self.times: dict[str, float] = {}
 
     def run_node(self, node: fx.Node) -> Any:
         result = super().run_node(node)
-        if node.op == "call_function":
+        if node.op == "call_function" and node.name in self.timed:
             samples = []
             for _ in range(self.repeats):
-                start = time.perf_counter()
-                super().run_node(node)
-                samples.append(time.perf_counter() - start)
+                if self.cuda:
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    super().run_node(node)
+                    end.record()
+                    end.synchronize()
+                    samples.append(start.elapsed_time(end) / 1e3)
+                else:
+                    started = time.perf_counter()
+                    super().run_node(node)
+                    samples.append(time.perf_counter() - started)
             self.times[node.name] = statistics.median(samples)
         return result

@@ -68,7 +68,7 @@ def measure_kernel_memory(graph_module: fx.GraphModule) -> KernelMemory:
     device = _device_of(graph_module)
     if device is None:
         return KernelMemory({}, tuple(n.name for n in nodes), "meta")
-    keys = {n.name: _key(n, device) for n in nodes}
+    keys = {n.name: op_key(n, device) for n in nodes}
     todo = [n for n in nodes if keys[n.name] not in _measured]
     unmeasured: list[str] = []
     if todo:
@@ -110,7 +110,9 @@ def _fake_arguments(node: fx.Node) -> tuple[tuple, dict]:
     return tree_map(lambda a: a.meta.get("val") if isinstance(a, fx.Node) else a, (node.args, node.kwargs))
 
 
-def _key(node: fx.Node, device: torch.device) -> tuple:
+def op_key(node: fx.Node, device: torch.device) -> tuple:
+    """What an op's measurements depend on: the device, its target, its arguments' shapes, strides, dtypes and
+    other values."""
     args, kwargs = _fake_arguments(node)
     return device.type, str(node.target), _signature(args), _signature(kwargs)
 
