@@ -63,8 +63,10 @@ def run_forward(program: ForwardProgram, values: Mapping[str, Any], *, seed: int
                                positions, seed, on_value)
         inputs = [env[name] for name in region.inputs]
         if plan and region.checkpointed:
-            outputs = checkpoint(run, *inputs, use_reentrant=False, context_fn=context,
-                                 preserve_rng_state=False)  # random ops draw as before on their own
+            saves = any(node.name in program.saved for node in program.nodes[region.start:region.end])
+            outputs = checkpoint(run, *inputs, use_reentrant=False, preserve_rng_state=False,  # random ops redraw alike
+                                 early_stop=program.early_stop,
+                                 **({"context_fn": context} if saves else {}))  # nothing saved: no policy to ask
         else:
             outputs = run(*inputs)
         env.update(zip(region.outputs, outputs))

@@ -192,7 +192,7 @@ def titan_policy(save_list: Any, mm_ops: Any) -> Callable[[], Any]:
 
 @_mechanism("torchtitan-sac")
 def _torchtitan(model: nn.Module, schedule: Schedule, joint: Any) -> Iterator[str]:
-    from ..solvers.peers.torchtitan_sac import MM_OPS, SAVE_LIST
+    from ..solvers.sac_plans import MM_OPS, SAVE_LIST
 
     context = titan_policy(SAVE_LIST, MM_OPS)
     blocks = schedule.solver_info.get("checkpointed", ())

@@ -37,6 +37,12 @@ class StepReport:
         Bytes above the weights and inputs: this step's, the schedule's as simulated (for ``sac``, of
         what SAC does with it: its regions recompute in one run), the eager step's.
     step_seconds, eager_step_seconds : float
+        The fastest of the timed runs of the step with the plan, and of the eager step.
+    predicted_overhead : float
+        The route's simulated cost over checkpoint-all's, less one: the time the plan adds, as the graph's costs
+        price it (measured op times by default where a plan runs; FLOPs on request).
+    predicted_step_seconds : float
+        The eager step's measured time with that overhead: what the step should take.
     peak_measure : str
         What measured the peaks.
     device : str
@@ -59,6 +65,8 @@ class StepReport:
     eager_peak: int
     step_seconds: float
     eager_step_seconds: float
+    predicted_overhead: float
+    predicted_step_seconds: float
     peak_measure: str
     device: str
     uncontrolled: tuple[Uncontrolled, ...] = ()

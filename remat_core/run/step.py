@@ -21,7 +21,7 @@ import torch
 
 from ..errors import ExecutionError
 from ..graph import ComputeGraph
-from ..schedule import Schedule, SimulationResult, simulate
+from ..schedule import Schedule, SimulationResult, checkpoint_all_cost, simulate
 from ..schedule.links import schedule_link
 from .executor import draws_random, gradient_difference
 from ..schedule.sac_program import forward_returns
@@ -83,13 +83,16 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     difference = gradient_difference(measured.gradients, reference) if comparable else None
     scale = max((float(g.abs().max()) for g in reference.values() if g.numel()), default=0.0)
     simulated_peak = (run.simulated or simulated).peak - graph.pinned_bytes
+    baseline = checkpoint_all_cost(step.installed.decisions.graph if run.simulated is not None else graph)
+    overhead = (run.simulated or simulated).cost / baseline - 1 if baseline > 0 else 0.0
     return StepReport(
         via=via, gradients_equal=None if difference is None else difference <= tolerance * max(scale, 1e-12),
         max_grad_diff=difference, max_gradient=scale, tolerance=tolerance,
         reference=("none: the compiled step draws its own dropout masks" if not comparable else
                    "the traced step run eagerly (the same dropout masks)" if step.has_random_ops else "the eager step"),
         measured_peak=measured.peak, simulated_peak=simulated_peak, eager_peak=eager.peak,
-        step_seconds=measured.seconds, eager_step_seconds=eager.seconds, peak_measure=measured.how,
+        step_seconds=measured.seconds, eager_step_seconds=eager.seconds, predicted_overhead=overhead,
+        predicted_step_seconds=eager.seconds * (1 + overhead), peak_measure=measured.how,
         device=str(step.device), uncontrolled=run.uncontrolled,
         notes=tuple(route.notes(measured.peak, simulated_peak, comparable)), details=run.details)
 

@@ -64,6 +64,17 @@ class Route:
     """Why a measured peak may differ from the simulated one, for the report's note."""
     over_budget_reason: str = "a kernel allocated otherwise than when it was measured at trace time"
     """Why a step may hold more than its budget, for ``execute``'s warning."""
+    planner: str = "auto"
+    """The solver it plans with when none is named (``execute --via``, ``rematerialize(via=...)``)."""
+
+    def default_solver(self, graph: "ComputeGraph") -> str:
+        """The solver to plan ``graph`` with when the caller names none: :attr:`planner` where it applies."""
+        from ...solvers import get_solver
+
+        tags = get_solver(self.planner).tags
+        if tags.needs_traced_model and (not graph.attachments.executable or graph.attachments.groups is not None):
+            return "auto"
+        return self.planner
 
     def ready(self) -> None:
         """Refuse to run where this route cannot (:class:`ExecutionError`), before anything is measured."""

@@ -36,6 +36,7 @@ class SelectiveCheckpointing(Route):
                 "measured")
     over_budget_reason = ("a kernel or autograd's bookkeeping held more than the route simulated; --via plan keeps "
                           "the budget")
+    planner = "sac-planner"
 
     def plan(self, graph: "ComputeGraph", budget: int, solve: Callable[[int], "Schedule"],
              returns: Sequence[str] | None = None) -> Plan:
