@@ -42,9 +42,9 @@ scale = budget_scale(summary.lower_bound, summary.checkpoint_all_peak)
 
 pick, compare = st.columns([1, 2])
 with pick:
-    solver_picker()
+    solver_picker(graph)
 with compare:
-    compare_picker()
+    compare_picker(graph)
 with st.expander("Solver options and time limit", icon=":material/settings:"):
     for name in [state.solver(), *state.compared()]:
         st.markdown(f"**{plain(name)}**")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from . import state
 from .jobs.lanes import start_lanes
+from .jobs.results import know_model
 from .safety import contained, show_callback_failure
 from .state import url
 from .state.models import default_model
@@ -29,6 +31,8 @@ def frame(page: str = "", schedule_summary: bool = True) -> None:
         url.open_link(default_model, page)
         url.show_problems()
     show_callback_failure()
+    if (model := st.session_state.get(state.MODEL)) is not None:
+        know_model(model)  # a policy over the model's blocks traces it again in its worker
     with contained("the sidebar"):
         sidebar_model()
         if schedule_summary:

@@ -2,6 +2,7 @@
 
 import base64
 import csv
+import functools
 import html
 import io
 import json
@@ -18,24 +19,25 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 from test_import import onnx_convnet
 from test_pt2_safety import ATTACKS, exported_linear, with_records
+from tiny_models import residual_mlp
 
 from explorer import state
-from explorer.state import learn
 from explorer.figures.decompositions import decomposition
 from explorer.jobs.lanes import solve_lane, stop_background_work
 from explorer.jobs.results import (awaited_solve, best_possible, options_key, solve_key, sweep_status, tensor_check_job,
                                    tensor_check_status)
 from explorer.jobs.tasks import lp_bound
 from explorer.pages import PAGES
-from explorer.state import models, zoo
+from explorer.state import learn, models, zoo
 from explorer.state.models import default_model
 from explorer.widgets.budget import budget_scale
 from explorer.widgets.exports import comparison_records, csv_text, diff_records, graph_json
 from explorer.widgets.text import percent, plain
-from remat_core import checkpoint_all_peak, get_solver, list_solvers, memory_lower_bound, parse_budget, parse_graph
+from remat_core import (ComputeGraph, checkpoint_all_peak, get_solver, list_solvers, memory_lower_bound, parse_budget,
+                        parse_graph)
 from remat_core.analysis.comparison import sweep_budgets
 from remat_core.analysis.explain import schedule_diff
-from remat_core.frontends.trace import trace_zoo_model
+from remat_core.frontends.trace import trace_training_graph, trace_zoo_model
 from remat_core.graph.budget import format_bytes
 from remat_core.graph.generators import training_chain
 
@@ -220,6 +222,32 @@ def test_a_typed_budget_that_looks_like_markdown_is_shown_as_typed():
     assert_shown_as_typed(at)
 
 
+SMALL_MLP = {"width": 8, "depth": 3, "batch": 2, "tokens": 2}
+
+
+@functools.cache
+def traced_residual_mlp() -> ComputeGraph:
+    """A small model traced here, with its blocks."""
+    return trace_training_graph(*residual_mlp(**SMALL_MLP))
+
+
+def test_policies_over_blocks_are_offered_only_for_models_traced_here():
+    at = app()
+    graph = training_chain(8, mem=2**20)
+    at.session_state[state.MODEL] = state.Model(graph, "test")
+    at.switch_page("app_pages/schedule.py").run()
+    policies = [s.name for s in list_solvers() if s.tags.needs_traced_model]
+
+    def offered() -> set[str]:
+        return {label.split(" · ")[0] for label in at.selectbox(key="w_solver").options}
+
+    assert policies and not set(policies) & offered()
+    assert any(plain(policies[0]) in c.value and "traced here" in c.value for c in at.caption)
+    at.session_state[state.MODEL] = state.Model(traced_residual_mlp(), "test")
+    at.run()
+    assert set(policies) <= offered()
+
+
 def budget_scale_of(at: AppTest):
     """The Schedule page's slider scale for the session's model."""
     graph = at.session_state[state.MODEL].graph
@@ -229,10 +257,17 @@ def budget_scale_of(at: AppTest):
 @pytest.mark.parametrize("solver", [s.name for s in list_solvers()])
 def test_switching_solver_works(solver):
     at = app()
-    # A small graph and a short time limit: every solver's background sweep stays cheap.
-    graph = training_chain(8, mem=2**20)
-    at.session_state[state.MODEL] = state.Model(graph, "test")
-    at.session_state[state.BUDGET] = state.default_budget(graph)
+    # A small graph and a short time limit: every solver's background sweep stays cheap (a policy over a
+    # model's blocks gets a small model traced here, at its checkpoint-all peak: SAC's plans keep every block's
+    # input, a fixed policy follows no budget).
+    spec = get_solver(solver)
+    if spec.tags.needs_traced_model:
+        graph, rebuild = traced_residual_mlp(), partial(trace_training_graph, *residual_mlp(**SMALL_MLP))
+    else:
+        graph, rebuild = training_chain(8, mem=2**20), None
+    at.session_state[state.MODEL] = state.Model(graph, "test", rebuild=rebuild)
+    at.session_state[state.BUDGET] = checkpoint_all_peak(graph) if spec.tags.needs_traced_model else \
+        state.default_budget(graph)
     # (a search gets more: the sweeps of the solvers tested before it may still hold the CPU, and a search
     # stopped at its limit shows no metrics)
     limit = 10.0 if get_solver(solver).tags.searching else 1.0

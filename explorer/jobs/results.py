@@ -14,9 +14,10 @@ stops the worker's heartbeat, and 30 s later the job is shown as stalled.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 from remat_core import ComputeGraph, Schedule, SolveOutcome, get_solver
 from remat_core.analysis import ParetoCurve, sweep_budgets
@@ -46,9 +47,36 @@ LONGEST_WAIT_SECONDS = 900.0
 TENSOR_RUN_SECONDS = 900.0
 """A run on real tensors (starting PyTorch, tracing the model, running it op by op) is stopped after this."""
 
-__all__ = ["FitsAt", "SweepStatus", "awaited_solve", "best_possible", "fits_at", "lp_bounds_job", "once_threshold_job",
+__all__ = ["FitsAt", "SweepStatus", "awaited_solve", "best_possible", "fits_at", "know_model", "lp_bounds_job",
+           "once_threshold_job",
            "options_key", "outcome_of", "solve_job", "solve_key", "start_tensor_check", "sweep_grid", "sweep_job",
            "sweep_status", "tensor_check_job", "tensor_check_status"]
+
+KEPT_REBUILDS = 16
+"""Models whose rebuild the jobs know (the sessions' models, the most recently seen kept)."""
+_rebuilds: OrderedDict[str, Callable[[], ComputeGraph]] = OrderedDict()
+_rebuilds_lock = threading.Lock()
+
+
+def know_model(model: Model) -> None:
+    """Let the jobs trace ``model`` again where a solver needs the model behind its graph (a policy over its
+    blocks and ops, tagged ``needs_traced_model``): graphs travel to the workers as documents, without it."""
+    if model.rebuild is None:
+        return
+    with _rebuilds_lock:
+        _rebuilds[model.key] = model.rebuild
+        _rebuilds.move_to_end(model.key)
+        while len(_rebuilds) > KEPT_REBUILDS:
+            _rebuilds.popitem(last=False)
+
+
+def _rebuild_for(graph: ComputeGraph, solver: str) -> Callable[[], ComputeGraph] | None:
+    """The rebuild a solve of ``solver`` on ``graph`` takes: the model's, where the solver needs it and it is known."""
+    if not get_solver(solver).tags.needs_traced_model:
+        return None
+    with _rebuilds_lock:
+        return _rebuilds.get(graph.content_hash)
+
 
 def options_key(options: dict[str, Any]) -> Options:
     """Options as a sorted tuple: hashable, and equal for equal choices."""
@@ -129,7 +157,7 @@ def solve_job(graph: ComputeGraph, budget: int, solver: str, options: Options, t
     setting = _setting(graph, solver, options, time_limit)
     return solve_lane(solver).submit(
         solve_key(graph, budget, solver, options, time_limit), tasks.solve_task, solver, int(budget), options,
-        time_limit, graph=portable(graph), label=f"{solver} at {format_bytes(budget)}",
+        time_limit, _rebuild_for(graph, solver), graph=portable(graph), label=f"{solver} at {format_bytes(budget)}",
         group=setting if latest else None, on_done=partial(_confirm_outcome, setting, int(budget)),
         **_limits(time_limit))
 
@@ -179,7 +207,7 @@ def sweep_job(graph: ComputeGraph, solver: str, options: Options, time_limit: fl
     setting = _setting(graph, solver, options, time_limit)
     return solver_sweep_lane(solver).submit(
         _sweep_key(graph, solver, options, time_limit), tasks.sweep_task, solver, budgets, options, time_limit,
-        graph=portable(graph), label=f"Pareto sweep of {solver}", total=len(budgets),
+        _rebuild_for(graph, solver), graph=portable(graph), label=f"Pareto sweep of {solver}", total=len(budgets),
         on_done=partial(_confirm_points, setting), **_limits(time_limit, len(budgets)))
 
 
@@ -269,7 +297,7 @@ def once_threshold_job(graph: ComputeGraph, solver: str, tensor: str, options: O
                   for p in (sweep.curve.points if sweep.curve is not None else ()))
     steps = len(budgets) + tasks.ONCE_REFINE_STEPS
     return lane.submit(key, tasks.once_threshold_task, solver, tensor, budgets, known, options, time_limit,
-                       graph=portable(graph), label=f"where {solver} stops recomputing it", total=steps,
+                       _rebuild_for(graph, solver), graph=portable(graph), label=f"where {solver} stops recomputing it", total=steps,
                        **_limits(time_limit, steps))
 
 

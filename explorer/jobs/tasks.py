@@ -9,8 +9,9 @@ Every solve goes through :func:`solve_graph`, the one solve path of the explorer
 (:func:`remat_core.store.stored_solve`), answering with a :class:`~remat_core.SolveOutcome` whose
 schedule crosses back packed.
 
-A run on real tensors needs the model behind the graph: the task gets the model's ``rebuild`` (see
-:class:`explorer.state.Model`), traces it once in its worker and keeps it beside the graph.
+A run on real tensors, and a solve by a policy over a model's blocks and ops (a solver tagged
+``needs_traced_model``), need the model behind the graph: the task gets the model's ``rebuild`` (see
+:class:`explorer.state.Model`), traces it once in its worker and keeps it beside the graph (:func:`with_model`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from remat_core.store import stored_solve
 from .job import PortableGraph
 
 KEPT_MODELS = 2
-"""Traced models kept by the execution worker (each holds its weights and example inputs)."""
+"""Traced models kept by a worker (each holds its weights and example inputs)."""
 _models = GraphCache(KEPT_MODELS)
 
 Options = tuple[tuple[str, Any], ...]
@@ -43,6 +44,14 @@ def portable(graph: ComputeGraph) -> PortableGraph:
     return graph.content_hash, graph.memo("remat-graph document", graph.to_json)
 
 
+def with_model(graph: ComputeGraph, rebuild: Callable[[], ComputeGraph] | None) -> ComputeGraph:
+    """The graph with the model ``rebuild`` traces behind it (traced once per graph in this worker, checked to be
+    ``graph``); ``graph`` itself where there is no ``rebuild``."""
+    if rebuild is None:
+        return graph
+    return _models.get(graph.content_hash, lambda: with_model_of(graph, rebuild()))
+
+
 def solve_graph(graph: ComputeGraph, solver: str, budget: int, options: Options,
                 time_limit: float | None) -> SolveOutcome:
     """The solve at one budget through the results store the command line uses (a solve done there is read
@@ -51,10 +60,10 @@ def solve_graph(graph: ComputeGraph, solver: str, budget: int, options: Options,
 
 
 def solve_task(report: Reporter, graph: ComputeGraph, solver: str, budget: int, options: Options,
-               time_limit: float | None) -> SolveOutcome:
-    """One solve (:func:`solve_graph`)."""
+               time_limit: float | None, rebuild: Callable[[], ComputeGraph] | None = None) -> SolveOutcome:
+    """One solve (:func:`solve_graph`), on the model ``rebuild`` traces where it is given."""
     report.step(0, 1, format_bytes(budget))
-    return solve_graph(graph, solver, budget, options, time_limit)
+    return solve_graph(with_model(graph, rebuild), solver, budget, options, time_limit)
 
 
 class SweepFailed(RematError):
@@ -62,9 +71,10 @@ class SweepFailed(RematError):
 
 
 def sweep_task(report: Reporter, graph: ComputeGraph, solver: str, budgets: Sequence[int], options: Options,
-               time_limit: float | None) -> tuple[CurvePoint, ...]:
+               time_limit: float | None, rebuild: Callable[[], ComputeGraph] | None = None) -> tuple[CurvePoint, ...]:
     """The Pareto sweep of ``solver``: one :func:`solve_graph` per budget, in order, each point reported
-    as it lands (the page draws the curve as it grows)."""
+    as it lands (the page draws the curve as it grows); on the model ``rebuild`` traces where it is given."""
+    graph = with_model(graph, rebuild)
     points = []
     for done, budget in enumerate(budgets):
         report.step(done, len(budgets), format_bytes(budget))
@@ -102,10 +112,11 @@ ONCE_REFINE_STEPS = 6
 
 def once_threshold_task(report: Reporter, graph: ComputeGraph, solver: str, tensor: str, budgets: Sequence[int],
                         known: tuple[tuple[int, int | None], ...], options: Options,
-                        time_limit: float | None) -> OnceThreshold:
+                        time_limit: float | None, rebuild: Callable[[], ComputeGraph] | None = None) -> OnceThreshold:
     """The smallest budget from which ``solver`` computes ``tensor`` once: the grid ``budgets`` (answers in
     ``known``, a sweep's, are not solved again; the rest go through the results store), then bisection. Each
     solve is a step of its progress."""
+    graph = with_model(graph, rebuild)
     answers = dict(known)
     total = len(set(budgets) - set(answers)) + ONCE_REFINE_STEPS
     solved = 0
@@ -139,4 +150,4 @@ def tensor_check_task(report: Reporter, graph: ComputeGraph, rebuild: Callable[[
                       schedule: Schedule) -> TensorCheck:
     """:func:`remat_core.run.tensor_check.check_on_tensors` on the model ``rebuild`` traces (once per graph
     in this process, checked to be ``graph``); a package error fails the job with its message."""
-    return check_on_tensors(_models.get(graph.content_hash, lambda: with_model_of(graph, rebuild())), schedule)
+    return check_on_tensors(with_model(graph, rebuild), schedule)

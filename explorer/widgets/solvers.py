@@ -12,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from remat_core import SolverOptionError, get_solver, list_solvers
+from remat_core import ComputeGraph, SolverOptionError, get_solver, list_solvers
 
 from .. import state
 from ..safety import callback
@@ -40,19 +40,41 @@ def _compare_changed(key: str) -> None:
     st.session_state[state.COMPARE] = list(st.session_state[key])
 
 
-def solver_picker(key: str = "w_solver") -> str:
-    """Choose the session's solver from the registry; returns its name."""
+def applies_to(name: str, graph: ComputeGraph) -> bool:
+    """Whether the solver can plan this graph: a policy over a model's blocks and ops needs the model traced here."""
+    return not get_solver(name).tags.needs_traced_model or graph.attachments.executable
+
+
+def _offered(graph: ComputeGraph) -> tuple[list[str], list[str]]:
+    """The registry's solvers that apply to the graph, and those that do not."""
     names = [s.name for s in list_solvers()]
+    return [n for n in names if applies_to(n, graph)], [n for n in names if not applies_to(n, graph)]
+
+
+def solver_picker(graph: ComputeGraph, key: str = "w_solver") -> str:
+    """Choose the session's solver among those that apply to the graph; returns its name.
+
+    The session's solver stays offered even where it does not apply (chosen for another model, or by a link),
+    so that its refusal, which says what would work, is what the page shows.
+    """
+    names, unfit = _offered(graph)
+    if state.solver() not in names:
+        names.append(state.solver())
     st.session_state[key] = state.solver()
     st.selectbox("Solver", names, key=key, format_func=solver_label, on_change=_solver_changed, args=(key,),
-                 help="Every solver in the registry; each schedule is checked by the one simulator.")
+                 help="The registry's solvers that apply to this model; each schedule is checked by the one "
+                      "simulator.")
     st.caption(plain(get_solver(state.solver()).description))
+    if unfit := [n for n in unfit if n != state.solver()]:
+        st.caption(f"{plain(', '.join(unfit))}: policies over a model's blocks, offered for models traced here "
+                   "(the zoo, an uploaded .pt2 program).")
     return state.solver()
 
 
-def compare_picker(key: str = "w_compare") -> list[str]:
-    """Choose solvers to compare with the session's solver."""
-    others = [s.name for s in list_solvers() if s.name != state.solver()]
+def compare_picker(graph: ComputeGraph, key: str = "w_compare") -> list[str]:
+    """Choose solvers, among those that apply to the graph, to compare with the session's solver."""
+    others = [n for n in _offered(graph)[0] if n != state.solver()]
+    others += [n for n in state.compared() if n not in others]
     st.session_state[key] = state.compared()
     st.multiselect("Compare with", others, key=key, on_change=_compare_changed, args=(key,),
                    placeholder="other solvers" if others else "no other solver is registered",
