@@ -28,7 +28,7 @@ def main(specs: list[str]) -> None:
 
         def step():
             """A training loop's step: the outputs and the loss held until the backward ends, gradients kept."""
-            output = built.module(*built.example_inputs)
+            output = built.forward()
             loss = built.loss.fn(output, *built.loss.targets)
             loss.backward()
             return output, loss

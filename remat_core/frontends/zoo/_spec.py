@@ -95,6 +95,12 @@ class ZooModel:
     loss: LossSetup
     options: Mapping[str, int]
 
+    def forward(self) -> Any:
+        """The module on its example inputs, by keyword where they are named (a training loop's ``model(**batch)``)."""
+        if isinstance(self.example_inputs, Mapping):
+            return self.module(**self.example_inputs)
+        return self.module(*self.example_inputs)
+
 
 Builder = Callable[..., tuple[nn.Module, tuple[torch.Tensor, ...], LossSetup]]
 """``builder(generator, **options) -> (module, example_inputs, loss)``; weights come from the global
