@@ -265,3 +265,17 @@ def test_compare_names_the_mode_torchs_partitioner_ran_in(tmp_path):
     out = run("compare", path, "--budgets", "100%", "--solvers", "torch-partitioner", "--no-store")
     assert out.returncode == 0, out.stderr
     assert "torch-partitioner (sizes)" in out.stdout
+
+
+def test_simulate_reads_a_pofo_schedule_that_offloads_nothing_over_its_link(tmp_path):
+    # over a fast link on a short chain pofo may find recomputing cheaper than copying: its schedule records
+    # the link but moves nothing, and simulate must not time copies that are not there
+    path = tmp_path / "chain.json"
+    save_graph(training_chain(16, mem=1000), path)
+    schedule = tmp_path / "pofo.json"
+    solved = run("solve", str(path), "--solver", "pofo", "--budget", "50%", "--bandwidth", "12GB/s", "-o",
+                 str(schedule), "--no-store")
+    assert solved.returncode == 0, solved.stderr
+    out = run("simulate", str(path), str(schedule))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["peak"] > 0

@@ -78,7 +78,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.snapshot and allocator is None:
         raise SolverOptionError("--snapshot writes the caching allocator's trace: add --memory reserved")
     link = link_of(args)
-    if link is None and isinstance(schedule.solver_info.get("link"), dict):
+    if link is None and isinstance(schedule.solver_info.get("link"), dict) and schedule.has_transfers:
         link = schedule_link(schedule)
         sys.stderr.write(f"timing the copies over the link the schedule was solved for ({link.to_host:g} bytes per "
                          f"cost unit to the host, {link.to_device:g} back); --bandwidth sets another\n")
