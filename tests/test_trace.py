@@ -576,6 +576,16 @@ def _global_loss(out):
 def global_labels(batch_size=8):
     model, x, y = _step(batch_size)
     return model, x, _global_loss
+
+class _Holder:
+    labels = LABELS
+
+def _held_loss(out):
+    return F.cross_entropy(out, _Holder.labels)
+
+def held_labels(batch_size=8):
+    model, x, y = _step(batch_size)
+    return model, x, _held_loss
 '''
 
 
@@ -620,11 +630,21 @@ def test_a_loss_missing_its_targets_says_how_to_give_them(loss_factories, form, 
     assert message in str(info.value) and "loss(output, *targets)" in info.value.hint
 
 
-def test_a_loss_reading_a_global_tensor_gets_a_hint_that_names_the_fix(loss_factories):
-    """The FakeTensor assertion a global tensor causes is explained: pass it in, or return targets."""
+def test_a_loss_reading_a_global_tensor_reads_it_as_an_input(loss_factories):
+    """A script's loss over its module's ``labels``: the tensor is lifted into the step's inputs."""
     from remat_core.frontends.sources import load_factory
 
     module, inputs, loss = load_factory("loss_factories:global_labels")
+    graph = trace_training_graph(module, inputs, loss)
+    assert len(graph.attachments.joint.inputs) == 2  # the input, and the labels the loss reads
+
+
+def test_a_loss_reading_a_tensor_it_cannot_lift_gets_a_hint_that_names_the_fix(loss_factories):
+    """The FakeTensor assertion a tensor held elsewhere causes (an attribute) is explained: pass it in, or return
+    targets."""
+    from remat_core.frontends.sources import load_factory
+
+    module, inputs, loss = load_factory("loss_factories:held_labels")
     with pytest.raises(TraceError) as info:
         trace_training_graph(module, inputs, loss)
     assert "did not receive as an input" in info.value.hint and "(module, inputs, loss, targets)" in info.value.hint

@@ -13,17 +13,19 @@ from ..errors import InfeasibleBudget
 from ..graph import COST_MODELS, format_bytes
 from ..run import GRADIENT_TOLERANCE, ROUTES, StepReport, get_route
 from ..schedule import checkpoint_all_peak, memory_lower_bound
-from ..solvers import DEFAULT_SOLVER, solve
-from ._common import (EXIT_INVALID_SCHEDULE, EXIT_OK, Command, add_link_args, budget_arg, link_of, option_args,
-                      print_json)
+from ..solvers import DEFAULT_SOLVER
+from ..store import FROM_STORE, STORED_AT, stored_schedule
+from ._common import (EXIT_INVALID_SCHEDULE, EXIT_OK, Command, add_link_args, add_store_args, budget_arg, link_of,
+                      option_args, print_json, store_of)
 
 TRACE_LEVELS = ("op", "module")
 EXECUTE_TIME_LIMIT = 5.0
 """Seconds ``execute``'s solve may take by default: the step it plans for runs in seconds."""
 
 
-def _add_model_source_args(p: argparse.ArgumentParser) -> None:
-    """The arguments that name a model to trace (shared by ``trace`` and ``execute``)."""
+def _add_model_source_args(p: argparse.ArgumentParser, cost: str = "flops") -> None:
+    """The arguments that name a model to trace (shared by ``trace`` and ``execute``; ``cost``: the default cost
+    model, ``measured`` where the plan will run)."""
     p.add_argument("model", nargs="?", help="zoo model name, .onnx file or .pt2 file")
     p.add_argument("--model", dest="factory", metavar="PACKAGE.MODULE:FACTORY",
                    help="your own model instead: factory(**options) returns (module, example_inputs[, loss]); this "
@@ -31,8 +33,9 @@ def _add_model_source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's own)")
     p.add_argument("--level", choices=TRACE_LEVELS, default="op",
                    help="op: one node per ATen op (default); module: one node per module call per pass")
-    p.add_argument("--cost", choices=COST_MODELS, default="flops",
-                   help="node costs: flops (default), unit, bytes (memory traffic), measured (CPU seconds)")
+    p.add_argument("--cost", choices=COST_MODELS, default=cost,
+                   help=f"node costs: flops, unit, bytes (memory traffic), measured (seconds, each op timed once "
+                        f"and kept by shape); default {cost}")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a zoo model option (image_size=128, depth=4), an ONNX symbolic dimension, or a factory "
                         "keyword (repeatable)")
@@ -89,9 +92,11 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
                                    "partitioner's knapsack). Reports the gradients against the same step in eager "
                                    "PyTorch, and the measured, simulated and eager activation peaks (bytes above "
                                    "the weights). Exit 1 if the gradients differ.")
-    _add_model_source_args(p)
+    _add_model_source_args(p, cost="measured")
     p.add_argument("--budget", "-b", required=True, help="bytes, with a unit, or a percent of the checkpoint-all peak")
-    p.add_argument("--solver", "-s", default=DEFAULT_SOLVER, help=f"solver name (default {DEFAULT_SOLVER})")
+    p.add_argument("--solver", "-s", default=None,
+                   help=f"solver name (default: the route's own planner, sac-planner for --via sac, else "
+                        f"{DEFAULT_SOLVER})")
     p.add_argument("--time-limit", type=float, default=EXECUTE_TIME_LIMIT,
                    help=f"seconds the solver may spend (default {EXECUTE_TIME_LIMIT:g}: the step itself takes "
                         f"seconds; a search stopped there says so, and a longer limit may find a cheaper plan)")
@@ -105,6 +110,7 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"largest allowed gradient difference, relative to the largest gradient (default "
                         f"{GRADIENT_TOLERANCE:g})")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    add_store_args(p)
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
 
 
@@ -112,32 +118,41 @@ def cmd_execute(args: argparse.Namespace) -> int:
     from ..frontends import trace_source
     from ..run import train_step
 
+    from ..run.progress import PlanningProgress
+
     route = get_route(args.via)
     link = link_of(args)
     route.check(link)
-    graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level, cost=args.cost,
-                         options=option_args(args.option))
-    budget = budget_arg(args.budget, graph)
-    options = option_args(args.solver_option)
-    if link is not None:
-        options["link"] = link
-    try:
-        schedule = route.plan(graph, budget, lambda asked: solve(graph, asked, args.solver,
-                                                                 time_limit=args.time_limit, **options)).schedule
-    except InfeasibleBudget as refusal:
-        raise InfeasibleBudget(refusal.budget, refusal.smallest_feasible, refusal.solver,
-                               "; ".join(filter(None, [refusal.detail, _budget_scale(graph)]))) from refusal
-    note = _search_note(args.solver, schedule, args.time_limit)
+    with PlanningProgress(args.model or args.factory, args.time_limit) as progress:
+        progress.phase(f"tracing ({args.cost} costs)")
+        graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level,
+                             cost=args.cost, options=option_args(args.option))
+        budget = budget_arg(args.budget, graph)
+        options = option_args(args.solver_option)
+        solver = args.solver or route.default_solver(graph)
+        progress.phase(f"solving with {solver} for --via {route.name}")
+        store = store_of(args)
+        try:
+            schedule = route.plan(graph, budget, lambda asked: stored_schedule(
+                graph, asked, solver, args.time_limit, store=store, link=link, **options)).schedule
+        except InfeasibleBudget as refusal:
+            raise InfeasibleBudget(refusal.budget, refusal.smallest_feasible, refusal.solver,
+                                   "; ".join(filter(None, [refusal.detail, _smallest_budgets(graph, route, solver),
+                                                           _budget_scale(graph)]))) from refusal
+    if schedule.solver_info.get(FROM_STORE):
+        sys.stderr.write(f"plan from the results store {store.path} (solved {schedule.solver_info[STORED_AT]}); "
+                         f"--no-store plans again\n")
+    note = _search_note(solver, schedule, args.time_limit)
     if note:
         sys.stderr.write(f"note: {note}\n")
     report = train_step(graph, schedule, args.via, tolerance=args.tolerance)
     held = report.measured_peak + graph.pinned_bytes
     if args.json:
-        print_json({"graph": graph.name, "solver": args.solver, "budget": budget,
+        print_json({"graph": graph.name, "solver": solver, "budget": budget,
                     "recomputes": schedule.stats["recomputes"], "held_of_budget": round(held / budget, 4),
                     **report.summary()})
     else:
-        _print_step(graph.name, args.solver, budget, report, held)
+        _print_step(graph.name, solver, budget, report, held)
     over = route.over_budget(held, budget, report.details)
     if over:
         sys.stderr.write(f"warning: {over}\n")
@@ -159,6 +174,22 @@ def _search_note(solver: str, schedule, time_limit: float | None) -> str | None:
     proved = f"; it is proved within {gap:.1%} of the best plan in its search space" if gap is not None else ""
     return (f"{solver} stopped at the time limit of {time_limit:g} s with a plan {schedule.stats['overhead']:+.1%} "
             f"over checkpoint-all's cost{proved}; a longer --time-limit may find a cheaper one")
+
+
+def _smallest_budgets(graph, route, solver: str) -> str:
+    """The smallest budget the route's planner reaches and the smallest any route reaches (the lower bound), for a
+    refusal."""
+    from ..solvers import solve_outcome
+
+    if route.planner != solver or route.default_solver(graph) != solver:
+        return ""
+    least = solve_outcome(graph, checkpoint_all_peak(graph), solver)
+    smallest = solve_outcome(graph, memory_lower_bound(graph), solver)
+    reached = smallest.smallest_feasible if not smallest.feasible else smallest.schedule.stats["peak"]
+    if reached is None or not least.feasible:
+        return ""
+    return (f"the smallest budget --via {route.name} reaches is {format_bytes(reached)} ({solver}); the smallest "
+            f"any route reaches is the lower bound, {format_bytes(memory_lower_bound(graph))} (--via plan)")
 
 
 def _budget_scale(graph) -> str:
@@ -183,7 +214,8 @@ def _print_step(graph: str, solver: str, budget: int, report: StepReport, held: 
              f"({ratio(report.measured_peak, report.eager_peak)} of eager; {report.peak_measure})",
              f"  held with the weights and inputs: {format_bytes(held)}, {held / budget:.2f}x the budget",
              f"  step time: {report.step_seconds:.3f} s, eager {report.eager_step_seconds:.3f} s "
-             f"({ratio(report.step_seconds, report.eager_step_seconds)})"]
+             f"({ratio(report.step_seconds, report.eager_step_seconds)}); predicted "
+             f"{report.predicted_step_seconds:.3f} s ({1 + report.predicted_overhead:.2f}x)"]
     details = report.details
     if details.get("plan_offloaded_nodes") == 0:
         lines.append("  offloaded: nothing: over this link the plan found recomputing (or keeping) cheaper than "

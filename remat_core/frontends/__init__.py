@@ -19,7 +19,7 @@ from .gnn import GnnGraph, Partition, partition_graph, read_gnn_graph, rmat_grap
 from .onnx_import import load_onnx
 from .sources import trace_source
 from .stderr import quiet_stderr
-from .tracing.attach import with_model_of
+from .tracing.attach import structural_difference, structural_fingerprint, with_model_of
 
 _LAZY_IMPORTS = {
     "LEVELS": ".trace",
@@ -42,7 +42,8 @@ __all__ = ["build_model", "coarsen_by_module", "get_spec", "GnnGraph", "LEVELS",
            "LossSetup", "Partition", "partition_graph", "read_gnn_graph", "rmat_graph",
            "MODEL_PREFIX", "param_count", "parse_pt2", "quiet_stderr", "real_placeholder_values", "REGISTRY",
            "trace_source",
-           "trace_training_graph", "trace_zoo_model", "with_model_of"]
+           "structural_difference", "structural_fingerprint", "trace_training_graph", "trace_zoo_model",
+           "with_model_of"]
 
 
 def __getattr__(name: str) -> Any:

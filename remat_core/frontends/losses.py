@@ -111,10 +111,13 @@ def as_loss_setup(loss: Any, targets: torch.Tensor | Sequence[torch.Tensor] = ()
     check_loss_arity(loss, name, len(targets))
     cells = (loss.__closure__ or ()) if isinstance(loss, FunctionType) else ()
     captured = [cell for cell in cells if isinstance(_contents(cell), torch.Tensor)]
-    if not captured:
+    scope = loss.__globals__ if isinstance(loss, FunctionType) else {}
+    names = [n for n in dict.fromkeys(loss.__code__.co_names) if isinstance(scope.get(n), torch.Tensor)] \
+        if isinstance(loss, FunctionType) else []
+    if not captured and not names:
         return LossSetup(name, loss, targets)
-    return LossSetup(name, _ClosureLifted(loss, tuple(captured), len(targets)),
-                     targets + tuple(cell.cell_contents for cell in captured))
+    return LossSetup(name, _ClosureLifted(loss, tuple(captured), tuple(names), len(targets)),
+                     targets + tuple(cell.cell_contents for cell in captured) + tuple(scope[n] for n in names))
 
 
 def check_loss_arity(fn: Callable[..., Any], name: str, targets: int) -> None:
@@ -143,26 +146,37 @@ def _contents(cell: CellType) -> Any:
 
 
 class _ClosureLifted:
-    """A loss function whose captured tensors are passed in as further targets.
+    """A loss function whose captured tensors (in its closure, or globals of its module it names, as a script's
+    ``labels``) are passed in as further targets.
 
     A trace runs the step on stand-in tensors; a tensor the loss captured would be a real one among
-    them. Called as ``(output, *targets, *captured)``, it puts the captured values passed in into the
-    function's closure cells for the call and restores the user's own afterwards.
+    them. Called as ``(output, *targets, *captured, *globals)``, it puts the captured values passed in into the
+    function's closure cells for the call and restores the user's own afterwards, and calls a copy of the function
+    whose globals have the named tensors replaced (the module's own are never touched).
     """
 
-    def __init__(self, function: FunctionType, cells: tuple[CellType, ...], given: int):
+    def __init__(self, function: FunctionType, cells: tuple[CellType, ...], global_names: tuple[str, ...],
+                 given: int):
         self.function = function
         self.cells = cells
+        self.global_names = global_names
         self.given = given
         self.__name__ = getattr(function, "__name__", "loss")
 
     def __call__(self, output: Any, *targets: torch.Tensor) -> torch.Tensor:
         own, lifted = targets[: self.given], targets[self.given:]
+        in_cells, in_globals = lifted[:len(self.cells)], lifted[len(self.cells):]
+        function = self.function
+        if self.global_names:
+            function = FunctionType(function.__code__, {**function.__globals__, **dict(zip(self.global_names,
+                                                                                          in_globals))},
+                                    function.__name__, function.__defaults__, function.__closure__)
+            function.__kwdefaults__ = self.function.__kwdefaults__
         saved = [cell.cell_contents for cell in self.cells]
         try:
-            for cell, value in zip(self.cells, lifted):
+            for cell, value in zip(self.cells, in_cells):
                 cell.cell_contents = value
-            return self.function(output, *own)
+            return function(output, *own)
         finally:
             for cell, value in zip(self.cells, saved):
                 cell.cell_contents = value

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -25,12 +26,15 @@ from torch.utils import _pytree as pytree
 
 from ..errors import ExecutionError, TraceError
 from ..frontends import LossSetup, trace_training_graph
+from ..frontends.losses import as_loss_setup
 from ..graph import ComputeGraph, format_bytes, parse_budget
 from ..schedule import Link, Schedule, checkpoint_all_peak
 from ..schedule.links import parse_link
-from ..solvers import solve
 from ..schedule.sac_program import OUTPUT_TAG, ForwardProgram, forward_returns
+from ..store import CONFIGURED, simulated, stored_schedule
 from .installed import InstalledPlan
+from .plan_file import load_plan, save_plan
+from .progress import PlanningProgress
 from .report import Uncontrolled
 from .routes import Route, get_route, route_names
 
@@ -38,26 +42,35 @@ NOTICEABLE = 0.05
 """Tensors the plan frees that the caller keeps are worth a warning above this share of the planned peak."""
 
 
-def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "50%", solver: str = "rotor",
-                  loss: LossSetup | Callable[..., torch.Tensor] | None = None, *,
-                  via: str = "sac", bandwidth: str | Link | None = None) -> "RematerializedModule":
+def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "50%", solver: str | None = None,
+                  loss: LossSetup | Callable[..., torch.Tensor] | nn.Module | None = None, *,
+                  targets: torch.Tensor | Sequence[torch.Tensor] = (), via: str = "sac",
+                  bandwidth: str | Link | None = None, plan: str | Path | None = None,
+                  store: Any = CONFIGURED) -> "RematerializedModule":
     """``module`` as a drop-in module whose training step follows a rematerialization plan.
 
     Parameters
     ----------
     module : torch.nn.Module
         The model, in the mode it trains in.
-    example_inputs : tensor or sequence of tensors
-        Inputs of the shapes (and device) it will be trained on.
+    example_inputs : tensor, sequence of tensors, or mapping of str to tensor
+        Inputs of the shapes (and device) it will be trained on, by position or by keyword
+        (``{"input_ids": ids, "attention_mask": mask}``: the module is then called with them as keywords).
     budget : int or str
         Bytes (``123456``), bytes with a unit (``"1.5GiB"``) or a percent of the checkpoint-all
         peak (``"50%"``), weights and inputs included, as everywhere in Remat Explorer.
-    solver : str
-        A solver of the registry (``python -m remat_core solvers``).
-    loss : LossSetup, callable or None
-        The loss the plan is made for (its backward shapes the plan, its targets do not matter):
-        a :class:`~remat_core.frontends.losses.LossSetup`, ``loss(output) -> scalar``, or None (a
-        scalar output is the loss, otherwise the sum of every output element).
+    solver : str, optional
+        A solver of the registry (``python -m remat_core solvers``); default: the route's own planner
+        (``sac-planner`` for ``via="sac"``: the plan SAC can follow, priced by measured op times).
+    loss : LossSetup, callable, nn.Module or None
+        The loss the plan is made for (its backward shapes the plan), in any form a training loop writes it
+        (:func:`~remat_core.frontends.losses.as_loss_setup`): ``loss(output)``, a closure over the labels it
+        captures (``lambda out: F.cross_entropy(out.logits.flatten(0, 1), labels.flatten())``),
+        ``loss(output, *targets)`` or an ``nn`` loss module with ``targets``, a
+        :class:`~remat_core.frontends.losses.LossSetup`, or None (a scalar output is the loss, otherwise the sum
+        of every output element). A ``ModelOutput`` reaches it as the model returns it.
+    targets : tensor or sequence of tensors
+        The loss's further arguments, when it takes them.
     via : {"sac", "compile", "offload"}
         How the plan is installed: selective activation checkpointing (eager), ``torch.compile``
         with the plan as Inductor's partitioner's knapsack (compiled on the first training forward;
@@ -69,7 +82,14 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
     bandwidth : str or Link, optional
         The transfer lane to the host an offloading solver (``pofo``, ``auto``) plans copies over:
         a :class:`~remat_core.schedule.Link`, a preset (``"pcie4"``) or a rate (``"12GB/s"``, read with
-        the tracer's FLOP costs at 14 TFLOP/s). ``via="offload"`` needs it.
+        the tracer's FLOP costs at 14 TFLOP/s: with a link the plan is priced in FLOPs, without one by the op times
+        measured here). ``via="offload"`` needs it.
+    plan : str or Path, optional
+        A file the plan is saved to, and read back from at the next call (:mod:`remat_core.run.plan_file`): refused,
+        naming what differs, when it was made for another graph, route or budget.
+    store : ResultStore, None or "configured"
+        Where solves are kept (:func:`remat_core.store.stored_solve`): by default the results store ``REMAT_STORE``
+        names, so that a second start of a script finds its plan there in well under a second; None plans anew.
 
     Returns
     -------
@@ -78,7 +98,7 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
     Raises
     ------
     TraceError
-        For a model that cannot be traced (the message names the op and the module).
+        For a model that cannot be traced (the message names the op and the module), or a loss in no form above.
     BudgetError, InfeasibleBudget
         For budget text that cannot be read, or a budget no schedule of the solver fits (below the
         lower bound, the message gives it).
@@ -104,13 +124,37 @@ def rematerialize(module: nn.Module, example_inputs: Any, budget: int | str = "5
     route = get_route(via)
     link = parse_link(bandwidth) if isinstance(bandwidth, str) else bandwidth
     route.check(link)
-    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
-    tags = _OutputTags(loss)
-    graph = trace_training_graph(module, inputs, LossSetup(tags.name, tags, tags.targets),
-                                 name=type(module).__name__)
-    asked = parse_budget(budget, checkpoint_all_peak(graph)) if isinstance(budget, str) else budget
-    plan = route.plan(graph, asked, lambda b: solve(graph, b, solver, link=link), forward_returns(graph, loss=False))
-    return RematerializedModule(module, graph, plan.schedule, tags, route, plan.promised_peak)
+    try:
+        setup = as_loss_setup(loss, targets)
+    except TypeError as e:
+        raise TraceError(type(module).__name__, str(e), hint="pass loss=lambda out: ..., loss=fn with targets=..., "
+                                                             "an nn loss module with targets=..., or a LossSetup") from None
+    tags = _OutputTags(setup)
+    name = type(module).__name__
+    with PlanningProgress(name) as progress:
+        # op times as measured here price the plan; a link's rates are read against FLOP costs (see bandwidth)
+        cost = "measured" if link is None else "flops"
+        progress.phase(f"tracing ({cost} costs)")
+        graph = trace_training_graph(module, example_inputs, LossSetup(tags.name, tags, tags.targets), name=name,
+                                     cost=cost)
+        if missing := tags.missing(graph):  # outputs the loss does not read (``out.loss``: not the logits)
+            tags.keep = missing
+            graph = trace_training_graph(module, example_inputs, LossSetup(tags.name, tags, tags.targets),
+                                         name=name, cost=cost)
+        solver = solver or route.default_solver(graph)
+        asked = parse_budget(budget, checkpoint_all_peak(graph)) if isinstance(budget, str) else budget
+        returns = forward_returns(graph, loss=False)
+        if plan is not None and Path(plan).exists():
+            progress.phase(f"reading the plan in {plan}")
+            saved = load_plan(plan, graph, via, asked)
+            planned = route.plan(graph, asked, lambda b: simulated(graph, saved, b, 0.0, link=link), returns)
+        else:
+            progress.phase(f"solving with {solver} for via={via!r}")
+            planned = route.plan(graph, asked, lambda b: stored_schedule(graph, b, solver, store=store, link=link),
+                                 returns)
+            if plan is not None:
+                save_plan(plan, graph, planned.schedule, via, asked, solver, planned.promised_peak)
+    return RematerializedModule(module, graph, planned.schedule, tags, route, planned.promised_peak, asked)
 
 
 class RematerializedModule(nn.Module):
@@ -123,7 +167,10 @@ class RematerializedModule(nn.Module):
     graph : ComputeGraph
         The traced training step.
     schedule : Schedule
-        The plan, as solved and simulated.
+        The plan, as solved and simulated (its ``budget`` is the one the solver was asked for: less than
+        :attr:`budget` where the route retried for less).
+    budget : int
+        The budget asked for, in bytes.
     promised_peak : int
         The peak the step keeps, weights included: for ``sac`` the simulated peak of what SAC does with
         the plan (its regions recompute in one run: :mod:`remat_core.run.sac_route`), at most the budget;
@@ -135,8 +182,9 @@ class RematerializedModule(nn.Module):
     """
 
     def __init__(self, module: nn.Module, graph: ComputeGraph, schedule: Schedule, tags: "_OutputTags", route: Route,
-                 promised_peak: int):
+                 promised_peak: int, budget: int):
         super().__init__()
+        self.budget = budget
         self.module = module
         self.graph = graph
         self.schedule = schedule
@@ -157,9 +205,10 @@ class RematerializedModule(nn.Module):
         """The route's name."""
         return self.route.name
 
-    def forward(self, *inputs: torch.Tensor) -> Any:
+    def forward(self, *inputs: torch.Tensor, **named: torch.Tensor) -> Any:
         if not torch.is_grad_enabled() or self.training != self._traced_training:
-            return self.module(*inputs)
+            return self.module(*inputs, **named)
+        inputs = self._in_order(inputs, named)
         self._check(inputs)
         joint = replace(self._joint, model=self.module,
                         inputs=(*inputs, *self._joint.inputs[self._joint.num_model_inputs:]))
@@ -180,6 +229,17 @@ class RematerializedModule(nn.Module):
                           f"({format_bytes(extra)} more than the planned {format_bytes(planned)}): "
                           + "; ".join(f"{u.tensor}: {u.reason}" for u in uncontrolled[:3]), stacklevel=stacklevel)
 
+    def _in_order(self, positional: tuple[Any, ...], named: dict[str, Any]) -> tuple[Any, ...]:
+        """The inputs in the traced step's order: those traced by position, then those traced by keyword."""
+        names = self._joint.input_names
+        if set(named) != set(names) or len(positional) != len(self._shapes) - len(names):
+            traced = [f"{len(self._shapes) - len(names)} by position"] + ([f"{', '.join(names)} by keyword"]
+                                                                            if names else [])
+            raise ValueError(f"the plan was traced with inputs {' and '.join(traced)}, got {len(positional)} by "
+                             f"position{' and ' + ', '.join(named) + ' by keyword' if named else ''}; call it as it "
+                             f"was traced (a plan holds for one way of calling)")
+        return (*positional, *(named[n] for n in names))
+
     def _check(self, inputs: Sequence[Any]) -> None:
         got = [(tuple(t.shape), t.dtype, t.device) if isinstance(t, torch.Tensor) else type(t).__name__
                for t in inputs]
@@ -199,14 +259,21 @@ class _OutputTags:
     the graph gains no node, and the traced step marks which FX value the drop-in module returns.
     """
 
-    def __init__(self, loss: LossSetup | Callable[..., torch.Tensor] | None):
-        if loss is not None and not isinstance(loss, LossSetup) and not callable(loss):
-            raise TraceError("the model", f"loss must be a LossSetup, a callable or None, got {type(loss).__name__}")
-        self.loss = loss.fn if isinstance(loss, LossSetup) else loss
-        self.targets = tuple(loss.targets) if isinstance(loss, LossSetup) else ()
-        self.name = loss.name if isinstance(loss, LossSetup) else getattr(loss, "__name__", "sum")
+    def __init__(self, loss: LossSetup | None):
+        self.loss = loss.fn if loss is not None else None
+        self.targets = tuple(loss.targets) if loss is not None else ()
+        self.name = loss.name if loss is not None else "sum"
         self.spec: pytree.TreeSpec | None = None
         self.constants: list[Any] = []
+        self.count = 0
+        self.keep: set[int] = set()
+        """Outputs the loss does not read, kept in the traced step by a term of nothing (``0 * out.sum()``)."""
+
+    def missing(self, graph: ComputeGraph) -> set[int]:
+        """The tagged outputs the trace dropped: nothing in the step read them."""
+        found = {node.meta["custom"][OUTPUT_TAG] for node in graph.attachments.binding.graph_module.graph.nodes
+                 if OUTPUT_TAG in (node.meta.get("custom") or {})}
+        return set(range(self.count)) - found
 
     def __call__(self, output: Any, *targets: torch.Tensor) -> torch.Tensor:
         leaves, self.spec = pytree.tree_flatten(output)
@@ -220,11 +287,20 @@ class _OutputTags:
             else:
                 self.constants.append(leaf)
             tagged.append(leaf)
+        self.count = count
         output = pytree.tree_unflatten(tagged, self.spec)
-        if self.loss is not None:
-            return self.loss(output, *targets)
+        if self.loss is None:
+            tensors = [t for t in tagged if isinstance(t, torch.Tensor)]
+            return sum(t.sum() for t in tensors) if tensors else output
+        loss = self.loss(output, *targets)
+        # a loss the model returns (``out.loss``) is also an output the module hands back: the step's loss is a
+        # copy, so that the output stays a value of its own
+        loss = loss.clone() if any(loss is t for t in tagged) else loss
         tensors = [t for t in tagged if isinstance(t, torch.Tensor)]
-        return sum(t.sum() for t in tensors) if tensors else output
+        for i in sorted(self.keep):
+            if tensors[i].is_floating_point():
+                loss = loss + 0 * tensors[i].sum()
+        return loss
 
 
 def _describe(shapes: Sequence[Any]) -> str:

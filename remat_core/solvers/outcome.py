@@ -18,7 +18,7 @@ from __future__ import annotations
 import pickle
 from typing import Any, Mapping
 
-from ..errors import InfeasibleBudget
+from ..errors import InfeasibleBudget, RematError, SearchStopped, SolverOptionError
 from ..graph import format_bytes
 from ..schedule import Schedule
 
@@ -88,6 +88,19 @@ class SolveOutcome:
         if self._schedule is None and self._packed is not None:
             self._schedule = pickle.loads(self._packed)
         return self._schedule
+
+    def schedule_or_raise(self) -> Schedule:
+        """The schedule, or the error :func:`~remat_core.solve` would have raised for this outcome (an outcome read
+        back from a results store answers as the solve that stored it did)."""
+        if self.status == FEASIBLE:
+            return self.schedule
+        if self.status == STOPPED:
+            raise SearchStopped(self.budget, self.smallest_feasible, self.solver, self.detail)
+        if self.status == INFEASIBLE:
+            raise InfeasibleBudget(self.budget, self.smallest_feasible, self.solver, self.detail)
+        if self.status == REFUSED:
+            raise SolverOptionError(self.detail)
+        raise RematError(self.message)
 
     def replace(self, **changes: Any) -> "SolveOutcome":
         """A copy with some attributes changed (``schedule`` among them)."""

@@ -13,9 +13,10 @@ and :mod:`remat_core.errors`; only ``batch`` and
 from .database import DEFAULT_BUSY_TIMEOUT, EXPORT_COLUMNS, MEMORY, SCHEMA, ResultStore, StoredResult, StoreError
 from .keys import ResultKey, package_version, result_key
 from .location import STORE_ENV, default_store_path, store_path
-from .solving import CONFIGURED, FROM_STORE, STORED_AT, configured_store, lookup, record, simulated, stored_solve
+from .solving import (CONFIGURED, FROM_STORE, STORED_AT, configured_store, lookup, record, simulated, stored_schedule,
+                      stored_solve)
 
 __all__ = ["CONFIGURED", "DEFAULT_BUSY_TIMEOUT", "default_store_path", "EXPORT_COLUMNS", "FROM_STORE", "lookup",
            "MEMORY", "package_version", "record", "result_key", "ResultKey", "ResultStore", "SCHEMA", "simulated",
-           "stored_solve", "STORE_ENV", "STORED_AT", "StoredResult", "StoreError",
+           "stored_schedule", "stored_solve", "STORE_ENV", "STORED_AT", "StoredResult", "StoreError",
            "store_path", "configured_store"]

@@ -84,6 +84,14 @@ def lookup(store: ResultStore, graph: ComputeGraph, key: ResultKey,
     return SolveOutcome(key.solver, key.budget, FEASIBLE, schedule.with_updates(solver_info=info), **common)
 
 
+def stored_schedule(graph: ComputeGraph, budget: int, solver: str = DEFAULT_SOLVER, time_limit: float | None = None,
+                    *, store: ResultStore | str | None = CONFIGURED, link: Link | None = None,
+                    **options: Any) -> Schedule:
+    """:func:`stored_solve`'s schedule, or the error :func:`~remat_core.solve` raises where there is none: a
+    drop-in ``solve`` that plans once per graph, budget, solver and options (a second start reads the plan back)."""
+    return stored_solve(graph, budget, solver, time_limit, store=store, link=link, **options).schedule_or_raise()
+
+
 def record(store: ResultStore, graph: ComputeGraph, key: ResultKey, outcome: SolveOutcome) -> None:
     """Store a fresh feasible or infeasible outcome (a search stopped at its time limit, a refusal and a
     failure are not results to keep)."""

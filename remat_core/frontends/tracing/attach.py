@@ -7,6 +7,10 @@ same graph before it puts them together. Torch-free: it compares nodes only.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from typing import Any
+
 from ...errors import ExecutionError
 from ...graph import ComputeGraph
 
@@ -39,10 +43,26 @@ def with_model_of(graph: ComputeGraph, traced: ComputeGraph) -> ComputeGraph:
         raise ExecutionError(f"graph {traced.name!r} has no traced model to attach: trace it with remat_core.frontends.trace")
     if traced.content_hash == graph.content_hash:
         return traced
-    for what, mine, theirs in (("node ids", graph.ids, traced.ids), ("sizes", graph.mem, traced.mem),
-                               ("pinned nodes", graph.pinned, traced.pinned), ("edges", graph.edges, traced.edges),
-                               ("outputs", graph.outputs, traced.outputs)):
-        if mine != theirs:
-            raise ExecutionError(f"the model traced again ({traced.name!r}) differs from graph {graph.name!r} in its "
-                                 f"{what}, so the schedule cannot be run on it; trace the model again in this process")
+    if (what := structural_difference(graph, traced)) is not None:
+        raise ExecutionError(f"the model traced again ({traced.name!r}) differs from graph {graph.name!r} in its "
+                             f"{what}, so the schedule cannot be run on it; trace the model again in this process")
     return ComputeGraph(graph.nodes, graph.edges, graph.outputs, name=graph.name, attachments=traced.attachments)
+
+
+def _aspects(graph: ComputeGraph) -> dict[str, Any]:
+    """What a schedule of the graph depends on, by name: costs aside (measured costs are timings of one run)."""
+    return {"node ids": graph.ids, "sizes": graph.mem, "pinned nodes": graph.pinned, "edges": graph.edges,
+            "outputs": graph.outputs}
+
+
+def structural_difference(graph: ComputeGraph, other: ComputeGraph) -> str | None:
+    """What a schedule of ``graph`` depends on that ``other`` has otherwise (its node ids, sizes, pinned nodes,
+    edges or outputs), in words; None when a schedule of one runs on the other."""
+    theirs = _aspects(other)
+    return next((what for what, mine in _aspects(graph).items() if mine != theirs[what]), None)
+
+
+def structural_fingerprint(graph: ComputeGraph) -> dict[str, str]:
+    """A digest of each thing :func:`structural_difference` compares, so that a saved plan can say which differs
+    without keeping the graph."""
+    return {what: hashlib.sha256(json.dumps(value).encode()).hexdigest()[:16] for what, value in _aspects(graph).items()}
