@@ -132,6 +132,8 @@ def test_a_study_run_twice_comes_the_second_time_from_the_store(tmp_path, graph)
     for name in ("training-chain-40", "dag"):
         html = (tmp_path / "out" / f"pareto-{name}.html").read_text()
         assert "rotor" in html and "dtr" in html and "plotly.min.js" in html
+        graph_name = graph.name if name == "training-chain-40" else other.name
+        assert f"<title>{graph_name} · Pareto curves</title>" in html
     assert (tmp_path / "out" / "plotly.min.js").exists()
 
 

@@ -11,6 +11,7 @@ figures share the ``plotly.min.js`` written beside them, so they open offline).
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -147,6 +148,8 @@ def write_study(study: Study, out_dir: str | Path) -> list[Path]:
     for graph, name in zip(study.graphs, _file_names(study.graphs)):
         path = out / f"pareto-{name}.html"
         _pareto(study, graph).write_html(path, include_plotlyjs="directory")
+        page = path.read_text()  # plotly writes no <title>: the tab and a bookmark name the graph, as the heading
+        path.write_text(page.replace("<head>", f"<head><title>{html.escape(graph.name)} · Pareto curves</title>", 1))
         written.append(path)
     return written
 
