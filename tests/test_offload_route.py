@@ -69,3 +69,13 @@ def test_a_drop_in_module_offloads_through_hooks():
     assert all(torch.equal(a, p.grad) for a, p in zip(planned, net.parameters()))
     with pytest.raises(ExecutionError, match="give bandwidth="):
         rematerialize(net, x, budget="80%", solver="pofo", via="offload")
+
+
+def test_on_a_cpu_the_over_budget_warning_says_the_offloaded_bytes_stayed():
+    from remat_core.run import get_route
+
+    cpu = {"transfers": "none: on a CPU the host is the device", "simulated_host_peak": 180}
+    warning = get_route("offload").over_budget(1180, 1000, cpu)
+    assert "stayed" in warning and "1.18x the budget" in warning and "1.00x" in warning
+    assert "kernel" not in warning  # the budget plus what stayed explains it
+    assert get_route("offload").over_budget(1000, 1000, cpu) is None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...graph import node_label
-from ..report import Uncontrolled
+from ...graph import format_bytes, node_label
+from ..report import BUDGET_SLACK, Uncontrolled
 from .base import Forward, Route, RouteRun, register_route
 
 if TYPE_CHECKING:
@@ -59,6 +59,20 @@ class Offload(Route):
                         details={**hooks.summary(), "simulated_host_peak": timing.host_peak if timing else 0,
                                  "simulated_makespan": step.simulated.makespan,
                                  "plan_offloaded_nodes": len(installed.decisions.offloaded)})
+
+
+    def over_budget(self, held: int, budget: int, details: Mapping[str, Any]) -> str | None:
+        """On a CPU nothing moves, so what the plan offloads stays: the step is judged against the budget plus the
+        host bytes the plan holds at its peak, and the warning says so."""
+        moved = str(details.get("transfers", "")).startswith("copies")
+        stayed = 0 if moved else int(details.get("simulated_host_peak", 0))
+        if not stayed or held <= budget * (1 + BUDGET_SLACK):
+            return super().over_budget(held, budget, details)
+        within = held <= (budget + stayed) * (1 + BUDGET_SLACK)
+        return (f"the step held {format_bytes(held)} with the weights and inputs, {held / budget:.2f}x the budget of "
+                f"{format_bytes(budget)}: on a CPU the host is the device, so the {format_bytes(stayed)} the plan "
+                f"offloads at its peak stayed; against the budget plus what stayed ({format_bytes(budget + stayed)}) "
+                f"it held {held / (budget + stayed):.2f}x" + ("" if within else f": {self.over_budget_reason}"))
 
 
 def _why_not_offloaded(program: "ForwardProgram", names: list[str]) -> str:
