@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-from ..errors import ExecutionError
+from ..errors import ExecutionError, first_line
 from ..graph import ComputeGraph
 from ..schedule import Schedule
 from .executor import gradient_difference
@@ -98,7 +98,11 @@ def measure_peer(graph: ComputeGraph, schedule: Schedule, *, seed: int = 0, timi
 
     eager = measure_step(step, model, device, timing_runs, warm_up=True)
     with MECHANISMS[schedule.solver](model, schedule, joint) as mechanism:
-        measured = measure_step(step, model, device, timing_runs, warm_up=True)
+        try:
+            measured = measure_step(step, model, device, timing_runs, warm_up=True)
+        except RuntimeError as e:  # the peer's own mechanism refusing this model (SAC's cache check, say)
+            raise ExecutionError(f"{schedule.solver}'s own mechanism ({mechanism}) failed on {graph.name!r}: "
+                                 f"{first_line(e)}") from e
     scale = max((float(g.abs().max()) for g in eager.gradients.values() if g.numel()), default=0.0)
     difference = gradient_difference(measured.gradients, eager.gradients)
     simulated = (schedule.simulation.peak if schedule.simulation is not None else schedule.stats["peak"])
