@@ -176,3 +176,8 @@ class DistributedError(RematError):
 
 class ExecutionError(RematError):
     """A graph that cannot be executed (not traced from a model), or an op that failed on real tensors."""
+
+
+class NotModuleBounded(ExecutionError):
+    """A plan region that is not one call of one module, so no checkpoint around a module's forward runs it (the
+    message names the region and what it holds)."""

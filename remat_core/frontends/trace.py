@@ -26,7 +26,7 @@ from ..graph import COST_MODELS, ComputeGraph, DEFAULT_REPEATS, FLOPS_PER_BYTE
 from .losses import LOSS_FORMS, LossSetup, as_loss_setup
 from .tracing.capture import LOSS_MODULE, ModelRunner, capture_joint_graph
 from .tracing.coarsen import coarsen_by_module
-from .tracing.costs import check_cost_model, measure_op_times
+from .tracing.costs import check_cost_model, measure_op_times, sac_policy_seconds
 from .tracing.kernel_memory import measure_kernel_memory
 from .tracing.to_graph import FxBinding, joint_to_graph
 
@@ -159,7 +159,8 @@ def _trace_impl(module: nn.Module, example_inputs: Sequence[torch.Tensor] | torc
     joint = capture_joint_graph(module, inputs, loss, source, run)
     measured = measure_op_times(joint, measure_repeats) if cost == "measured" else None
     kernels = measure_kernel_memory(joint.graph_module) if kernel_memory else None
-    graph = joint_to_graph(joint, cost, measured, name=source, kernels=kernels)
+    overhead = sac_policy_seconds(joint) if cost == "measured" else 0.0
+    graph = joint_to_graph(joint, cost, measured, name=source, kernels=kernels, sac_op_seconds=overhead)
     return coarsen_by_module(graph) if level == "module" else graph
 
 

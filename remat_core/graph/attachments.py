@@ -40,12 +40,17 @@ class Attachments:
         Module-level graphs: node id -> the op-level node ids it stands for.
     op_graph : ComputeGraph or None
         Module-level graphs: the op-level graph they were coarsened from.
+    sac_op_seconds : float
+        What a selective-checkpoint policy adds to each op it is asked about, in the units of the node costs:
+        measured here for measured costs (SAC's Python dispatch mode, once as the forward caches and once as the
+        recomputation replays), 0 for the other cost models (they count work, not Python).
     """
 
     binding: Any = None
     joint: Any = None
     groups: Mapping[str, tuple[str, ...]] | None = None
     op_graph: "ComputeGraph | None" = None
+    sac_op_seconds: float = 0.0
 
     def __bool__(self) -> bool:
         """Whether anything is attached."""

@@ -1,8 +1,10 @@
 """``rematerialize``: a module's training step traced, solved and installed once, behind a drop-in module.
 
-The returned module computes the same outputs and parameter gradients as the original; its forward
-runs the traced step's forward ops with the plan installed as selective activation checkpointing
-(:mod:`remat_core.run.forward`), or compiles them with ``torch.compile`` and the plan in Inductor's
+The returned module computes the same outputs and parameter gradients as the original. Through SAC, a plan whose
+regions are module calls (the SAC planner's, the default) is installed on the module's own submodules
+(:mod:`remat_core.run.module_policy`): checkpoints around those calls with a per-op policy inside, so that the
+module's own forward runs, at its own speed; any other plan runs as the traced step's forward ops with the plan
+installed as selective activation checkpointing (:mod:`remat_core.run.forward`). ``compile`` compiles them with ``torch.compile`` and the plan in Inductor's
 partitioner (:mod:`remat_core.run.compiled`), so its training step holds what the plan promises. It shares the
 original's parameters and buffers (the original is its ``module`` attribute), so an optimizer
 built on either trains both.
@@ -33,6 +35,7 @@ from ..schedule.links import parse_link
 from ..schedule.sac_program import OUTPUT_TAG, ForwardProgram, forward_returns
 from ..store import CONFIGURED, simulated, stored_schedule
 from .installed import InstalledPlan
+from .module_policy import ModulePolicy, installed_on
 from .plan_file import load_plan, save_plan
 from .progress import PlanningProgress
 from .report import Uncontrolled
@@ -177,6 +180,10 @@ class RematerializedModule(nn.Module):
         for ``compile`` the plan's.
     program : ForwardProgram
         The forward ops and their checkpoint regions.
+    on_modules : ModulePolicy or None
+        The plan as installed on ``module``'s own submodules (checkpoints around the module calls that bound its
+        regions, a per-op policy inside each), when the route runs it there: the forward is then ``module``'s own,
+        at its own speed (:meth:`export_policy` writes it down); None: the traced forward ops run.
     route : Route
         How the plan is installed (:mod:`remat_core.run.routes`: ``sac``, ``compile`` or ``offload``).
     """
@@ -192,6 +199,7 @@ class RematerializedModule(nn.Module):
         self.promised_peak = promised_peak
         self._installed = InstalledPlan(graph, schedule, forward_returns(graph, loss=False))
         self.program: ForwardProgram = self._installed.program
+        self.on_modules: ModulePolicy | None = route.on_modules(self._installed)
         returns = self.program.returns
         self._outputs = returns[:len(returns) - len(self._installed.buffer_updates)]
         self._joint = graph.attachments.joint
@@ -208,8 +216,12 @@ class RematerializedModule(nn.Module):
     def forward(self, *inputs: torch.Tensor, **named: torch.Tensor) -> Any:
         if not torch.is_grad_enabled() or self.training != self._traced_training:
             return self.module(*inputs, **named)
-        inputs = self._in_order(inputs, named)
-        self._check(inputs)
+        ordered = self._in_order(inputs, named)
+        self._check(ordered)
+        if self.on_modules is not None:  # the plan on the module's own submodules: its own forward runs it
+            with installed_on(self.module, self.on_modules):
+                return self.module(*inputs, **named)
+        inputs = ordered
         joint = replace(self._joint, model=self.module,
                         inputs=(*inputs, *self._joint.inputs[self._joint.num_model_inputs:]))
         forward = self.route.forward(self._installed, self._installed.values(joint, "run the rematerialized module",

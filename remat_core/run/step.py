@@ -15,7 +15,7 @@ gradients; the simulated peak is the schedule's (the route's own, for ``sac``), 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import torch
 
@@ -30,6 +30,9 @@ from .measure import measure_step
 from .report import StepReport
 from .routes import Forward, Route, get_route
 from .tensor_check import GRADIENT_TOLERANCE
+
+if TYPE_CHECKING:
+    from .module_policy import ModulePolicy
 
 
 def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, seed: int = 0,
@@ -71,7 +74,7 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     step = TracedStep(InstalledPlan(graph, schedule, forward_returns(graph, loss=True)), simulated, seed)
     weights = tuple(p._version for p in step.model.parameters())  # an optimizer step changes them in place
     memo = step.installed.decisions.graph.memo
-    eager = memo(f"eager step, weights {weights}, {timing_runs} timing runs",
+    eager = memo(f"eager step, seed {seed}, weights {weights}, {timing_runs} timing runs",
                  lambda: measure_step(step.eager, step.model, step.device, timing_runs, warm_up=True))
     reference = eager.gradients
     if step.has_random_ops:
@@ -79,17 +82,20 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
                          lambda: measure_step(step.runner(None), step.model, step.device).gradients)
     run = route.measure(step, timing_runs)
     measured = run.measured
+    if run.own_forward:  # the model's own forward draws its random ops as the eager step does
+        reference = eager.gradients
     comparable = route.comparable(step.has_random_ops)
     difference = gradient_difference(measured.gradients, reference) if comparable else None
     scale = max((float(g.abs().max()) for g in reference.values() if g.numel()), default=0.0)
     simulated_peak = (run.simulated or simulated).peak - graph.pinned_bytes
     baseline = checkpoint_all_cost(step.installed.decisions.graph if run.simulated is not None else graph)
-    overhead = (run.simulated or simulated).cost / baseline - 1 if baseline > 0 else 0.0
+    overhead = ((run.simulated or simulated).cost + run.policy_cost) / baseline - 1 if baseline > 0 else 0.0
     return StepReport(
         via=via, gradients_equal=None if difference is None else difference <= tolerance * max(scale, 1e-12),
         max_grad_diff=difference, max_gradient=scale, tolerance=tolerance,
         reference=("none: the compiled step draws its own dropout masks" if not comparable else
-                   "the traced step run eagerly (the same dropout masks)" if step.has_random_ops else "the eager step"),
+                   "the traced step run eagerly (the same dropout masks)" if step.has_random_ops and not run.own_forward
+                   else "the eager step"),
         measured_peak=measured.peak, simulated_peak=simulated_peak, eager_peak=eager.peak,
         step_seconds=measured.seconds, eager_step_seconds=eager.seconds, predicted_overhead=overhead,
         predicted_step_seconds=eager.seconds * (1 + overhead), peak_measure=measured.how,
@@ -114,8 +120,20 @@ class TracedStep:
         self.has_random_ops = any(draws_random(n) for n in installed.program.nodes)
 
     def eager(self) -> None:
-        """The real model's step (its outputs and loss held through the backward, as a training loop holds them)."""
-        self.joint.eager_step()
+        """The real model's step (its outputs and loss held through the backward, as a training loop holds them),
+        its random ops seeded with the step's seed."""
+        with _forked_rng(self.device):
+            torch.manual_seed(self.seed)
+            self.joint.eager_step()
+
+    def own_step(self, policy: "ModulePolicy"):
+        """The real model's step (as :meth:`eager`) with ``policy`` installed on its modules."""
+        from .module_policy import installed_on
+
+        def run() -> None:
+            with installed_on(self.model, policy):
+                self.eager()
+        return run
 
     def runner(self, route: Route | None, forwards: list[Forward] | None = None):
         """One step through ``route`` (None: the traced forward run plainly, nothing recomputed); each run's

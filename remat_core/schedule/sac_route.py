@@ -210,3 +210,19 @@ def sac_route_peak(graph: ComputeGraph, schedule: Schedule, returns: Sequence[st
                                forward_returns(decisions.graph, loss=True) if returns is None else list(returns))
     ops = sac_route_ops(decisions.graph, program)
     return simulate(decisions.graph, ops).peak, program
+
+
+def sac_policy_cost(graph: ComputeGraph, program: ForwardProgram) -> float:
+    """What SAC's per-op policy adds to a step with ``program``, which the ops' costs do not hold: the graph's
+    :attr:`~remat_core.graph.Attachments.sac_op_seconds` for every op of a checkpointed region that saves something
+    (a region saving nothing runs as a plain checkpoint, with no policy), twice: as the forward caches and as the
+    recomputation replays."""
+    seconds = (graph.attachments.op_graph or graph).attachments.sac_op_seconds
+    if not seconds:
+        return 0.0
+    ops = 0
+    for region in program.regions:
+        inside = program.nodes[region.start:region.end]
+        if region.checkpointed and any(node.name in program.saved for node in inside):
+            ops += sum(1 for node in inside if hasattr(node.target, "_schema"))
+    return 2 * seconds * ops

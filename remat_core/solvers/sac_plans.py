@@ -19,7 +19,7 @@ from ..graph import ComputeGraph
 from ..schedule import COMPUTE, Schedule, reason, simulate
 from ..schedule.sac_program import (SAC_PLAN, SacPlan, block_spans, forward_ops, forward_returns, program_of_plan,
                                     span_names)
-from ..schedule.sac_route import sac_route_ops
+from ..schedule.sac_route import sac_policy_cost, sac_route_ops
 
 FORWARD_KINDS = ("forward", "loss")
 
@@ -93,6 +93,7 @@ def policy_schedule(graph: ComputeGraph, budget: int, plan: SacPlan, returns: Se
     program = program_of_plan(graph, returns, plan)
     ops = sac_route_ops(graph, program)
     simulated = simulate(graph, ops)
+    policy_seconds = sac_policy_cost(graph, program)
     peak = simulated.peak
     if peak > budget:
         raise InfeasibleBudget(budget, peak, solver, f"{solver} does not follow a budget: {what} holds {peak:,} "
@@ -111,7 +112,8 @@ def policy_schedule(graph: ComputeGraph, budget: int, plan: SacPlan, returns: Se
     return Schedule.from_ops(ops, reasons, solver_info={**info, SAC_PLAN: plan.to_json(),
                                                         "regions": len(plan.regions), "saved_ops": len(plan.saved),
                                                         "policy_peak": peak,
-                                                        "policy_cost": simulated.cost})
+                                                        "policy_cost": simulated.cost + policy_seconds,
+                                                        "sac_policy_cost": policy_seconds})
 
 
 def checkpointed_blocks(nodes: Sequence[Any], spans: Mapping[str, tuple[int, int]], every: int

@@ -99,6 +99,13 @@ class JointGraph:
         """``model`` on the model inputs ``inputs`` (in placeholder order), the named ones by keyword."""
         return call_with_names(model, inputs, self.input_names)
 
+    def eager_calls(self, paths: Sequence[str]) -> dict[str, list[Any]]:
+        """The ops a selective-checkpoint policy is shown in one call of each module ``paths`` names, in the model's
+        own forward (:func:`.eager_ops.record_module_calls`)."""
+        from .eager_ops import record_module_calls
+
+        return record_module_calls(self, paths)
+
     def eager_step(self) -> tuple[Any, torch.Tensor]:
         """One training step of the real model, as a training loop runs it: ``out = model(*inputs)``, the loss,
         ``loss.backward()`` (gradients into ``.grad``); returns ``(out, loss)``, which the caller holds."""

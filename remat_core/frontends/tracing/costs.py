@@ -14,6 +14,7 @@ bytes (see :mod:`.to_graph`), except under ``unit``, where each output node coun
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any, Callable, Mapping
@@ -165,6 +166,49 @@ def measure_op_times(joint: JointGraph, repeats: int = DEFAULT_REPEATS) -> dict[
     if cache is not None:
         cache.put(measured)
     return {name: known.get(key, measured.get(key, 0.0)) for name, key in keys.items()}
+
+
+SAC_PROBE_OPS = 200
+"""Ops in the chain :func:`sac_policy_seconds` times."""
+
+
+def sac_policy_seconds(joint: JointGraph) -> float:
+    """What a selective-checkpoint policy adds to each op of a region, in seconds, on the device of ``joint``'s inputs:
+    a chain of small ops checkpointed with a policy that recomputes all, against the same chain plainly checkpointed
+    (SAC's Python dispatch mode as the forward caches and the recomputation replays), the fastest of a few runs;
+    kept in the op-time cache."""
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    device = next((t.device for t in joint.inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    key = f"{setting(device)} sac policy per op, {SAC_PROBE_OPS}-op chain"
+    cache = op_times()
+    kept = cache.get([key]) if cache is not None else {}
+    if key in kept:
+        return kept[key]
+    start = torch.ones(8, device=device, requires_grad=True)
+
+    def chain(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(SAC_PROBE_OPS):
+            x = x * 1.0
+        return x
+
+    def context() -> Any:
+        return create_selective_checkpoint_contexts(lambda ctx, func, *a, **k: CheckpointPolicy.PREFER_RECOMPUTE)
+
+    def fastest(**policy: Any) -> float:
+        best = math.inf
+        for _ in range(DEFAULT_REPEATS + 2):
+            began = time.perf_counter()
+            checkpoint(chain, start, use_reentrant=False, **policy).sum().backward()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            best = min(best, time.perf_counter() - began)
+        return best
+
+    seconds = max(0.0, (fastest(context_fn=context) - fastest()) / SAC_PROBE_OPS)
+    if cache is not None:
+        cache.put({key: seconds})
+    return seconds
 
 
 class _TimingInterpreter(fx.Interpreter):

@@ -159,7 +159,8 @@ class _Draft:
 
 
 def joint_to_graph(joint: JointGraph, cost: str, measured: Mapping[str, float] | None = None,
-                   name: str | None = None, kernels: KernelMemory | None = None) -> ComputeGraph:
+                   name: str | None = None, kernels: KernelMemory | None = None, sac_op_seconds: float = 0.0
+                   ) -> ComputeGraph:
     """Build the op-level training graph of a captured step.
 
     Parameters
@@ -171,6 +172,8 @@ def joint_to_graph(joint: JointGraph, cost: str, measured: Mapping[str, float] |
         FX node name -> seconds, required for ``cost="measured"``.
     name : str, optional
         Graph name (default: the traced source).
+    sac_op_seconds : float
+        What SAC's policy adds per op (:attr:`~remat_core.graph.Attachments.sac_op_seconds`).
     kernels : KernelMemory, optional
         What each op's kernel allocates (:func:`~.kernel_memory.measure_kernel_memory`): the nodes'
         ``transient`` bytes (0 without it).
@@ -187,7 +190,9 @@ def joint_to_graph(joint: JointGraph, cost: str, measured: Mapping[str, float] |
     TraceError
         When no parameter gets a gradient, or the joint graph lacks its loss.
     """
-    return _GraphBuilder(joint, cost, measured, kernels).build(name or joint.source)
+    builder = _GraphBuilder(joint, cost, measured, kernels)
+    builder.sac_op_seconds = sac_op_seconds
+    return builder.build(name or joint.source)
 
 
 class _GraphBuilder:
@@ -197,6 +202,7 @@ class _GraphBuilder:
                  kernels: KernelMemory | None = None):
         self.joint = joint
         self.kernels = kernels
+        self.sac_op_seconds = 0.0
         self.cost = cost
         self.measured = measured
         self.gm = joint.graph_module
@@ -254,7 +260,8 @@ class _GraphBuilder:
             buffer_updates=MappingProxyType(buffer_updates), module_of=MappingProxyType(dict(self.module_of)),
             blocks=self.joint.blocks or repeated_blocks(self.joint.module_types))
         return ComputeGraph(nodes, edges, outputs, name=name,
-                            attachments=Attachments(binding=binding, joint=self.joint))
+                            attachments=Attachments(binding=binding, joint=self.joint,
+                                                    sac_op_seconds=self.sac_op_seconds))
 
     def _add(self, draft: _Draft, fx_name: str | None, position: int | None = None) -> None:
         if position is None:

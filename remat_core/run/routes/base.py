@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ...schedule import Link, Schedule, SimulationResult
     from ..installed import InstalledPlan
     from ..measure import MeasuredStep
+    from ..module_policy import ModulePolicy
     from ..step import TracedStep
 
 
@@ -46,6 +47,10 @@ class RouteRun:
     details: dict[str, Any] = field(default_factory=dict)
     simulated: "SimulationResult | None" = None
     """What the route's own schedule simulates to, when it is not the plan's (SAC's regions)."""
+    own_forward: bool = False
+    """It ran the model's own forward (the plan on its modules), which draws random ops as eager PyTorch does."""
+    policy_cost: float = 0.0
+    """What the route adds that the ops' costs do not hold (SAC's per-op policy), in their units."""
 
 
 class Route:
@@ -95,6 +100,11 @@ class Route:
         ``returns``: the FX values the forward hands back (a route that simulates its own regions reads them)."""
         schedule = solve(budget)
         return Plan(schedule, schedule.stats["peak"])
+
+    def on_modules(self, installed: "InstalledPlan") -> "ModulePolicy | None":
+        """The plan as the route installs it on the model's own modules, whose own forward then runs it (the user's
+        code, at its own speed), or None: the route runs the traced program (:meth:`forward`)."""
+        return None
 
     def forward(self, installed: "InstalledPlan", values: Mapping[str, Any], *, seed: int | None = None,
                 plan: bool = True) -> Forward:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ...errors import InfeasibleBudget
+from ...errors import InfeasibleBudget, NotModuleBounded
 from ...schedule import memory_lower_bound
 from ...schedule.sac_route import sac_route_peak
 from ...solvers.retry import Bisection, solve_until
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ...graph import ComputeGraph
     from ...schedule import Schedule
     from ..installed import InstalledPlan
+    from ..module_policy import ModulePolicy
     from ..step import TracedStep
 
 
@@ -43,6 +44,20 @@ class SelectiveCheckpointing(Route):
         schedule, peak = sac_aware_schedule(graph, budget, solve, returns)
         return Plan(schedule, peak)
 
+    def on_modules(self, installed: "InstalledPlan") -> "ModulePolicy | None":
+        """A plan made in SAC's terms whose regions are module calls and whose saved ops SAC can cache in the eager
+        forward (:func:`~remat_core.run.module_policy.module_policy`): on the model's own modules. Any other plan
+        runs as the traced program, which follows it exactly."""
+        from ..module_policy import module_policy
+
+        if "module policy" not in installed.kept:
+            try:
+                policy = module_policy(installed.graph, installed.schedule)
+            except NotModuleBounded:
+                policy = None
+            installed.kept["module policy"] = policy if policy is None or not policy.dropped else None
+        return installed.kept["module policy"]
+
     def forward(self, installed: "InstalledPlan", values: Mapping[str, Any], *, seed: int | None = None,
                 plan: bool = True) -> Forward:
         from ..forward import run_forward
@@ -51,15 +66,23 @@ class SelectiveCheckpointing(Route):
 
     def measure(self, step: "TracedStep", timing_runs: int) -> RouteRun:
         from ...schedule import simulate
-        from ...schedule.sac_route import sac_route_ops
+        from ...schedule.sac_route import sac_policy_cost, sac_route_ops
+        from ..measure import measure_step
 
-        run = super().measure(step, timing_runs)
         installed = step.installed
+        policy = self.on_modules(installed)
+        if policy is None:
+            run = super().measure(step, timing_runs)
+        else:
+            run = RouteRun(measure_step(step.own_step(policy), step.model, step.device, timing_runs, warm_up=True),
+                           own_forward=True, policy_cost=sac_policy_cost(installed.decisions.graph, installed.program))
         run.simulated = simulate(installed.decisions.graph, sac_route_ops(installed.decisions.graph, installed.program))
         run.details = {"regions": len(installed.program.regions),
                        "checkpointed_regions": installed.program.checkpointed_regions,
                        "plan_recompute_bursts": installed.decisions.bursts,
-                       "plan_simulated_peak": step.simulated.peak - step.graph.pinned_bytes}
+                       "plan_simulated_peak": step.simulated.peak - step.graph.pinned_bytes,
+                       "installed_on": ("the model's own modules: " + ", ".join(policy.regions) if policy is not None
+                                        else "the traced program")}
         return run
 
 

@@ -23,11 +23,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ...errors import InfeasibleBudget
+from ...errors import InfeasibleBudget, NotModuleBounded
+from ...schedule.eager_match import eager_ops, region_module
 from ...graph import ComputeGraph
 from ...schedule import Schedule, simulate
 from ...schedule.sac_program import SacPlan, block_spans, program_of_plan, span_names
-from ...schedule.sac_route import sac_route_ops
+from ...schedule.sac_route import sac_policy_cost, sac_route_ops
 from ..registry import SolverTags, register
 from ..retry import Shrink, solve_until
 from ..sac_plans import EXPENSIVE_OPS, policy_schedule, saved_by_op_list, traced_forward
@@ -49,11 +50,13 @@ SHRINKS = 4
 
 @dataclass(frozen=True)
 class Policy:
-    """One way of running a block: plainly, or checkpointed with these ops saved."""
+    """One way of running a block: plainly, or checkpointed with these ops saved; ``spans`` (positions among the
+    forward ops) are the regions when they are some of the block's child modules, not the whole block."""
 
     checkpointed: bool
     saved: frozenset[str] = frozenset()
     label: str = "plain"
+    spans: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,8 @@ class _Table:
         self._schedules: dict[tuple, Schedule] = {}
         self._choices: dict[int, dict[int, Policy]] = {}
         self.blocks = list(_segments(graph, nodes).items())
-        self.menus = [_menu(graph, nodes, span) for _, span in self.blocks]
+        cachable = _cachable(graph, nodes, [span for _, span in self.blocks])
+        self.menus = [_menu(graph, nodes, span, cachable) for _, span in self.blocks]
         self.plain = simulate(graph, self._ops({}))
         self.plain_figures = self._figures(self.plain, self._ops({}))
         self.effects: list[list[Effect]] = []
@@ -125,12 +129,15 @@ class _Table:
         regions, saved = [], set()
         for k, policy in sorted(choice.items()):
             if policy.checkpointed:
-                regions.append(span_names(self.nodes, *self.blocks[k][1]))
+                regions.extend(span_names(self.nodes, *span) for span in policy.spans or [self.blocks[k][1]])
                 saved |= policy.saved
         return SacPlan(tuple(regions), frozenset(saved))
 
     def _ops(self, choice: Mapping[int, Policy]) -> list:
-        return sac_route_ops(self.graph, program_of_plan(self.graph, self.returns, self._plan(choice)))
+        return sac_route_ops(self.graph, self._program(choice))
+
+    def _program(self, choice: Mapping[int, Policy]) -> Any:
+        return program_of_plan(self.graph, self.returns, self._plan(choice))
 
     def _figures(self, result: Any, ops: list) -> dict[str, Any]:
         """Per block: the peak of its forward and of its backward, and the memory when the backward starts."""
@@ -175,7 +182,8 @@ class _Table:
         plain = self.plain_figures
         saved = plain["kept"] - figures["kept"]
         return Effect(saved, figures["backward"][k] - plain["backward"][k] + saved,
-                      figures["forward"][k] - plain["forward"][k], result.cost - self.plain.cost)
+                      figures["forward"][k] - plain["forward"][k],
+                      result.cost - self.plain.cost + sac_policy_cost(self.graph, self._program({k: policy})))
 
     def plan(self, budget: int) -> dict[int, Policy] | None:
         """The least-recomputation choice of a policy per block whose estimated peak keeps ``budget`` (None: none
@@ -283,11 +291,29 @@ def _segments(graph: ComputeGraph, nodes: Sequence[Any]) -> dict[str, tuple[int,
             for start in range(0, len(nodes), size)}
 
 
-def _menu(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int]) -> list[Policy]:
-    """A block's policies: plain, recompute everything, and saving the ops of most time per byte, by prefixes."""
+def _cachable(graph: ComputeGraph, nodes: Sequence[Any], spans: Sequence[tuple[int, int]]) -> set[str] | None:
+    """The FX names of the ops whose outputs SAC can save when each span runs as its module's own forward
+    (:func:`~remat_core.frontends.tracing.eager_ops.eager_ops`: not in-place, not mutated later); None when the
+    spans are not module calls (the traced program runs them, and saves any op)."""
+    if not graph.attachments.executable:
+        return None
+    try:
+        paths = [region_module(graph, nodes, start, end) for start, end in spans]
+        seen = eager_ops(graph, paths)
+    except NotModuleBounded:
+        return None
+    return {name for ops in seen.values() for name, op in ops.items() if op.cachable}
+
+
+def _menu(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int], cachable: set[str] | None
+          ) -> list[Policy]:
+    """A block's policies: plain, recompute everything, and saving the ops of most time per byte, by prefixes; only
+    ops in ``cachable`` are saved, when it is given."""
     binding = graph.attachments.binding
+    block = [node for node in nodes[span[0]:span[1]]
+             if cachable is None or _source(node).name in cachable]
     ranked = []
-    for node in nodes[span[0]:span[1]]:
+    for node in block:
         owners = [o for o in binding.storage.get(node.name, ()) if o in graph.index and binding.producer.get(o)
                   == node.name or (o in graph.index and binding.producer.get(o, "").startswith(node.name))]
         size = sum(graph.node(o).mem for o in owners)
@@ -295,7 +321,6 @@ def _menu(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int]) -> l
         if owners and size > 0 and seconds > 0:
             ranked.append((seconds / size, node.name))
     ranked.sort(reverse=True)
-    block = nodes[span[0]:span[1]]
     menu = [Policy(False), Policy(True, frozenset(), "recompute everything"),
             Policy(True, frozenset(saved_by_op_list(block)), "save matmuls and attention but every second mm"),
             Policy(True, frozenset(n.name for n in block if str(n.target) in EXPENSIVE_OPS),
@@ -305,7 +330,45 @@ def _menu(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int]) -> l
         for count in counts:
             menu.append(Policy(True, frozenset(name for _, name in ranked[:count]),
                                f"save the {count} op(s) of most time per byte"))
+    children = _child_spans(graph, nodes, span) if cachable is not None else {}
+    for child, child_span in children.items():  # plain checkpoints of one child module: no policy asked per op
+        menu.append(Policy(True, frozenset(), f"checkpoint {child} alone", (child_span,)))
+    if len(children) > 2:
+        menu.append(Policy(True, frozenset(), f"checkpoint {', '.join(children)}", tuple(children.values())))
     return menu
+
+
+def _child_spans(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int]) -> dict[str, tuple[int, int]]:
+    """The block's direct child modules whose forward ops are one call each within the block (by their last path
+    part), with their spans; those of a single op are left out."""
+    binding = graph.attachments.binding
+    block = binding.module_of.get(nodes[span[0]].name, "")
+    spans: dict[str, tuple[int, int]] = {}
+    for k in range(*span):
+        module = binding.module_of.get(nodes[k].name, "")
+        parent = next((b for b in binding.blocks if module == b or module.startswith(b + ".")), block)
+        rest = module[len(parent) + 1:] if module.startswith(parent + ".") else ""
+        if rest:
+            child = f"{parent}.{rest.split('.')[0]}"
+            start, end = spans.get(child, (k, k + 1))
+            spans[child] = (min(start, k), max(end, k + 1))
+    found = {}
+    for child, (start, end) in sorted(spans.items(), key=lambda item: item[1]):
+        if end - start < 2:
+            continue
+        try:
+            region_module(graph, nodes, start, end)
+        except NotModuleBounded:
+            continue
+        found[child.rsplit(".", 1)[-1]] = (start, end)
+    return found
+
+
+def _source(node: Any) -> Any:
+    """The op behind a ``getitem`` of its outputs."""
+    while node.op == "call_function" and node.args and hasattr(node.args[0], "op") and "getitem" in str(node.target):
+        node = node.args[0]
+    return node
 
 
 def _signature(nodes: Sequence[Any]) -> tuple:
