@@ -1,6 +1,7 @@
-"""The commands that take a model: ``trace`` (its training step into a graph file) and ``execute`` (one real
-training step with a plan: replayed, as selective activation checkpointing, or compiled). PyTorch is imported
-only when one of them runs."""
+"""The commands that take a model: ``trace`` (its training step into a graph file), ``execute`` (one real
+training step with a plan: replayed, as selective activation checkpointing, or compiled) and ``policy`` (a SAC
+plan written as a file a training script runs without this package). PyTorch is imported only when one of them
+runs."""
 
 from __future__ import annotations
 
@@ -82,6 +83,19 @@ def _print_zoo() -> None:
                          f"{'':<13} options: {options}\n")
 
 
+def _add_plan_args(p: argparse.ArgumentParser, solver_help: str) -> None:
+    """The model to trace with measured costs, and the budget, solver and limits it is planned with (``execute``,
+    ``policy``)."""
+    _add_model_source_args(p, cost="measured")
+    p.add_argument("--budget", "-b", required=True, help="bytes, with a unit, or a percent of the checkpoint-all peak")
+    p.add_argument("--solver", "-s", default=None, help=solver_help)
+    p.add_argument("--time-limit", type=float, default=EXECUTE_TIME_LIMIT,
+                   help=f"seconds the solver may spend (default {EXECUTE_TIME_LIMIT:g}: the step itself takes "
+                        f"seconds; a search stopped there says so, and a longer limit may find a cheaper plan)")
+    p.add_argument("--solver-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a solver option (repeatable)")
+
+
 def add_execute_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("execute", help="trace a model, solve it and train it one real step with the plan: replayed "
                                        "op by op, as selective activation checkpointing, or compiled",
@@ -92,16 +106,8 @@ def add_execute_parser(sub: argparse._SubParsersAction) -> None:
                                    "partitioner's knapsack). Reports the gradients against the same step in eager "
                                    "PyTorch, and the measured, simulated and eager activation peaks (bytes above "
                                    "the weights). Exit 1 if the gradients differ.")
-    _add_model_source_args(p, cost="measured")
-    p.add_argument("--budget", "-b", required=True, help="bytes, with a unit, or a percent of the checkpoint-all peak")
-    p.add_argument("--solver", "-s", default=None,
-                   help=f"solver name (default: the route's own planner, sac-planner for --via sac, else "
-                        f"{DEFAULT_SOLVER})")
-    p.add_argument("--time-limit", type=float, default=EXECUTE_TIME_LIMIT,
-                   help=f"seconds the solver may spend (default {EXECUTE_TIME_LIMIT:g}: the step itself takes "
-                        f"seconds; a search stopped there says so, and a longer limit may find a cheaper plan)")
-    p.add_argument("--solver-option", action="append", default=[], metavar="NAME=VALUE",
-                   help="a solver option (repeatable)")
+    _add_plan_args(p, f"solver name (default: the route's own planner, sac-planner for --via sac, else "
+                      f"{DEFAULT_SOLVER})")
     p.add_argument("--via", choices=tuple(ROUTES), default=next(iter(ROUTES)),
                    help="; ".join(f"{name}: {route.summary}" for name, route in ROUTES.items()))
     add_link_args(p, "a transfer lane to the host the solver may offload over (--via offload needs one; plan "
@@ -163,6 +169,53 @@ def cmd_execute(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: gradients differ from the eager step's by {report.max_grad_diff:.3g} "
                          f"(largest gradient {report.max_gradient:.3g}, tolerance {args.tolerance:g} relative)\n")
         return EXIT_INVALID_SCHEDULE
+    return EXIT_OK
+
+
+def add_policy_parser(sub: argparse._SubParsersAction) -> None:
+    from ..run.policy_export import FORMATS
+
+    p = sub.add_parser("policy", help="plan a model for SAC and write the plan as a file a training script runs "
+                                      "without this package",
+                       description="Traces MODEL with real weights, plans it for selective activation checkpointing "
+                                   "at --budget (the SAC planner by default: regions at module calls) and writes "
+                                   "the plan to -o: format torch, one Python file that needs only torch, with "
+                                   "apply(model) installing the plan on your own module in place and "
+                                   "PREDICTED_PEAK_BYTES; hf, Hugging Face's activation_checkpointing_enable call; "
+                                   "torchtitan, its [activation_checkpoint] settings (the last two where the plan "
+                                   "is one of theirs).")
+    _add_plan_args(p, "solver name (default: sac-planner, whose regions are module calls)")
+    p.add_argument("-o", "--output", required=True, metavar="POLICY.py", help="where to write the policy")
+    p.add_argument("--format", choices=FORMATS, default=FORMATS[0],
+                   help="torch (a torch-only .py with apply(model)), hf or torchtitan")
+    add_store_args(p)
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    from ..frontends import trace_source
+    from ..run.policy_export import export_policy, plan_facts
+    from ..run.progress import PlanningProgress
+
+    route = get_route("sac")
+    with PlanningProgress(args.model or args.factory, args.time_limit) as progress:
+        progress.phase(f"tracing ({args.cost} costs)")
+        graph = trace_source(args.model, factory=args.factory, batch_size=args.batch, level=args.level,
+                             cost=args.cost, options=option_args(args.option))
+        budget = budget_arg(args.budget, graph)
+        options = option_args(args.solver_option)
+        solver = args.solver or route.default_solver(graph)
+        store = store_of(args)
+        progress.phase(f"solving with {solver} for SAC")
+        planned = route.plan(graph, budget, lambda asked: stored_schedule(
+            graph, asked, solver, args.time_limit, store=store, link=None, **options))
+        nearest = None if solver == "sac-planner" else (
+            lambda: stored_schedule(graph, budget, "sac-planner", args.time_limit, store=store))
+        path = export_policy(graph, planned.schedule, args.output, budget=budget,
+                             promised_peak=planned.promised_peak, format=args.format, nearest=nearest)
+    facts = plan_facts(graph, planned.schedule, budget, planned.promised_peak)
+    print(f"wrote {path} ({args.format}) for {graph.name}: predicted peak {format_bytes(facts.predicted_peak)} "
+          f"within the budget of {format_bytes(budget)}, predicted step {facts.predicted_step:.2f}x eager")
     return EXIT_OK
 
 
@@ -237,4 +290,5 @@ def _print_step(graph: str, solver: str, budget: int, report: StepReport, held: 
 COMMANDS: dict[str, Command] = {
     "trace": (add_trace_parser, cmd_trace),
     "execute": (add_execute_parser, cmd_execute),
+    "policy": (add_policy_parser, cmd_policy),
 }

@@ -232,6 +232,26 @@ class RematerializedModule(nn.Module):
         leaves = iter(forward.returned[name] for name in self._outputs)
         return pytree.tree_unflatten([next(leaves) if c is _TENSOR else c for c in self._constants], self._spec)
 
+    def export_policy(self, path: str | Path, format: str = "torch") -> Path:
+        """Write the plan to ``path`` as a file a training script runs without this package (format ``torch``: one
+        Python file needing only torch, with ``apply(model)`` and ``PREDICTED_PEAK_BYTES``; ``hf`` or
+        ``torchtitan``: their own settings, where the plan is one of them): :mod:`remat_core.run.policy_export`.
+
+        Raises
+        ------
+        NotModuleBounded
+            For a plan whose regions are not module calls (the message offers the nearest one that is, with both
+            peaks).
+        ExecutionError
+            For a format the plan is not expressible in.
+        """
+        from .policy_export import export_policy
+
+        nearest = None if self.schedule.solver == "sac-planner" else (
+            lambda: stored_schedule(self.graph, self.budget, "sac-planner", store=None))
+        return export_policy(self.graph, self.schedule, path, budget=self.budget, promised_peak=self.promised_peak,
+                             format=format, nearest=nearest)
+
     def _warn_about(self, uncontrolled: Sequence[Uncontrolled], stacklevel: int) -> None:
         """A warning when what the plan frees but the step keeps is more than a trifle of the planned peak."""
         extra = sum(u.bytes for u in uncontrolled)

@@ -49,10 +49,29 @@ def eager_ops(graph: Any, paths: Sequence[str]) -> dict[str, dict[str, EagerOp]]
     return graph.memo(f"eager ops of {tuple(paths)}", lambda: _eager_ops(graph, tuple(paths)))
 
 
+def writes_its_inputs(graph: Any, paths: Sequence[str]) -> set[str]:
+    """The modules among ``paths`` whose call writes in place into a tensor it was handed (``ReLU(inplace=True)``):
+    a checkpoint around such a call would recompute from the changed tensor, so none is put there."""
+    recorded = _recorded(graph, tuple(paths))
+    found = set()
+    for path, ops in recorded.items():
+        made: set[int] = set()
+        for record in ops:
+            if any(storage not in made for storage in record.writes):
+                found.add(path)
+                break
+            made.update(storage for storage in record.outputs if storage not in record.reads)
+    return found
+
+
+def _recorded(graph: Any, paths: tuple[str, ...]) -> dict[str, list[Any]]:
+    return graph.memo(f"eager records of {paths}", lambda: graph.attachments.joint.eager_calls(paths))
+
+
 def _eager_ops(graph: Any, paths: tuple[str, ...]) -> dict[str, dict[str, EagerOp]]:
     binding = graph.attachments.binding
     nodes = forward_ops(graph, forward_returns(graph, loss=True))
-    recorded = graph.attachments.joint.eager_calls(paths)
+    recorded = _recorded(graph, paths)
     found = {}
     for path in paths:
         traced = [node for node in nodes if _within(binding.module_of.get(node.name, ""), path) and _is_op(node)]

@@ -9,7 +9,8 @@ over. :func:`sac_route_ops` writes that down as compute and free ops of the op-l
 - forward: the forward nodes in the program's order; a node is freed after its last forward reader
   unless something still holds it: SAC's cache (every output of a ``MUST_SAVE`` op, the ones the
   plan frees included, and a kept value no backward op reads, until its region recomputes), autograd
-  (what the backward reads from a region that does not recompute), the caller (a value the forward
+  (what the backward reads from a region that does not recompute, and a region's output an op after it saved
+  for its backward), the caller (a value the forward
   hands back, the outputs and the loss, whatever the plan says), or a checkpointed region that will
   recompute from it (its input, until then);
 - backward: the backward nodes in order; the first time one unpacks what a checkpointed region
@@ -75,10 +76,29 @@ class _SacRoute:
         self.members = {k: [v for v in self.order if self.region_of[v] == k] for k in self.checkpointed}
         self.pending_inputs = {k: {o for name in program.regions[k].inputs for o in binding.storage.get(name, ())
                                    if o in self.region_of and o not in self.pinned} for k in self.checkpointed}
+        self.saved_outside = self._saved_outside()
         self.recomputed: set[int] = set()
         self.backward_left = {v: sum(1 for s in graph.succs(v) if s not in self.region_of) for v in graph.ids}
         self.resident: set[str] = set()
         self.ops: list[Op] = []
+
+    def _saved_outside(self) -> set[str]:
+        """Tensors of a checkpointed region that autograd saves for an op outside it (a region's output read by the
+        backward of an op after it: that op saved its input, which the region cannot recompute)."""
+        graph, binding = self.graph, self.graph.attachments.binding
+        differentiated = _differentiated(self.program, binding.graph_module)
+        held = set()
+        for b in graph.ids:
+            if b in self.region_of:
+                continue
+            saver = differentiated.get(binding.producer.get(b, b))
+            if saver is None:
+                continue
+            for f in graph.preds(b):
+                k = self.region_of.get(f)
+                if k in self.checkpointed and not self.program.regions[k].start <= saver < self.program.regions[k].end:
+                    held.add(f)
+        return held
 
     def compute(self, v: str) -> None:
         self.ops.append((COMPUTE, v))
@@ -96,10 +116,11 @@ class _SacRoute:
     def kept_after_forward(self, v: str) -> bool:
         """Whether a forward tensor whose forward readers have all run stays: SAC's cache holds it (every output of a
         ``MUST_SAVE`` op, a max pool kept for its values keeps its indices too) until its region recomputes; autograd
-        holds what the backward reads from a region that does not recompute; the caller holds a value the forward
+        holds what the backward reads from a region that does not recompute, and what an op outside a region saved of
+        its output; the caller holds a value the forward
         hands back; a checkpointed region that will recompute from it holds it."""
         return (v in self.cached or (v in self.needed_later and (self.region_of[v] not in self.checkpointed
-                                                                 or v in self.returned))
+                                                                 or v in self.returned or v in self.saved_outside))
                 or self.awaited(v))
 
     def unused(self, v: str) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ...errors import InfeasibleBudget, NotModuleBounded
-from ...schedule.eager_match import eager_ops, region_module
+from ...schedule.eager_match import eager_ops, region_module, writes_its_inputs
 from ...graph import ComputeGraph
 from ...schedule import Schedule, simulate
 from ...schedule.sac_program import SacPlan, block_spans, program_of_plan, span_names
@@ -340,7 +340,8 @@ def _menu(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int], cach
 
 def _child_spans(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int]) -> dict[str, tuple[int, int]]:
     """The block's direct child modules whose forward ops are one call each within the block (by their last path
-    part), with their spans; those of a single op are left out."""
+    part), with their spans; those of a single op, and those writing in place into what they are handed, are left
+    out."""
     binding = graph.attachments.binding
     block = binding.module_of.get(nodes[span[0]].name, "")
     spans: dict[str, tuple[int, int]] = {}
@@ -352,7 +353,7 @@ def _child_spans(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int
             child = f"{parent}.{rest.split('.')[0]}"
             start, end = spans.get(child, (k, k + 1))
             spans[child] = (min(start, k), max(end, k + 1))
-    found = {}
+    bounded = {}
     for child, (start, end) in sorted(spans.items(), key=lambda item: item[1]):
         if end - start < 2:
             continue
@@ -360,8 +361,12 @@ def _child_spans(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int
             region_module(graph, nodes, start, end)
         except NotModuleBounded:
             continue
-        found[child.rsplit(".", 1)[-1]] = (start, end)
-    return found
+        bounded[child] = (start, end)
+    try:
+        unsafe = writes_its_inputs(graph, list(bounded))
+    except NotModuleBounded:  # a child called more than once
+        return {}
+    return {child.rsplit(".", 1)[-1]: span for child, span in bounded.items() if child not in unsafe}
 
 
 def _source(node: Any) -> Any:
