@@ -118,6 +118,23 @@ def measure_step(step: Step, model: nn.Module, device: torch.device, timing_runs
     return MeasuredStep(peak=peak, seconds=seconds, gradients=gradients, how=how)
 
 
+def forward_seconds(forward: Callable[[], object], model: nn.Module, device: torch.device, runs: int = 3) -> float:
+    """The fastest of ``runs`` runs of ``forward`` (``model``'s forward and loss, gradients recorded, then dropped;
+    its buffers restored after each): what re-running a forward costs in this process, its Python included, which
+    per-op times leave out."""
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    best = math.inf
+    with torch.enable_grad():
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            result = forward()
+            _synchronize(device)
+            best = min(best, time.perf_counter() - started)
+            del result
+            _restore(model, buffers)
+    return best
+
+
 def peak_of(run: Callable[[], object], device: torch.device) -> tuple[int, str]:
     """The most bytes ``run()`` held at once above what was allocated when it began, and what measured it.
 

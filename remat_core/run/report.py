@@ -39,8 +39,10 @@ class StepReport:
     step_seconds, eager_step_seconds : float
         The fastest of the timed runs of the step with the plan, and of the eager step.
     predicted_overhead : float
-        The route's simulated cost over checkpoint-all's, less one: the time the plan adds, as the graph's costs
-        price it (measured op times by default where a plan runs; FLOPs on request).
+        The time the plan adds, as a share of the eager step: what the route's simulated schedule computes beyond
+        checkpoint-all, priced at the rate the model's own forward runs at (its measured time over its ops'
+        costs, so a re-run forward pays its Python too), plus SAC's per-op policy
+        (:func:`~remat_core.run.step.predicted_overhead`).
     predicted_step_seconds : float
         The eager step's measured time with that overhead: what the step should take.
     peak_measure : str

@@ -26,7 +26,7 @@ from ..schedule.links import schedule_link
 from .executor import draws_random, gradient_difference
 from ..schedule.sac_program import forward_returns
 from .installed import InstalledPlan, device_of
-from .measure import measure_step
+from .measure import forward_seconds, measure_step
 from .report import StepReport
 from .routes import Forward, Route, get_route
 from .tensor_check import GRADIENT_TOLERANCE
@@ -88,8 +88,10 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     difference = gradient_difference(measured.gradients, reference) if comparable else None
     scale = max((float(g.abs().max()) for g in reference.values() if g.numel()), default=0.0)
     simulated_peak = (run.simulated or simulated).peak - graph.pinned_bytes
-    baseline = checkpoint_all_cost(step.installed.decisions.graph if run.simulated is not None else graph)
-    overhead = ((run.simulated or simulated).cost + run.policy_cost) / baseline - 1 if baseline > 0 else 0.0
+    priced = step.installed.decisions.graph if run.simulated is not None else graph
+    forward = memo(f"eager forward seconds, weights {weights}", lambda: forward_seconds(step.eager_forward,
+                                                                                        step.model, step.device))
+    overhead = predicted_overhead(priced, (run.simulated or simulated).cost, run.policy_cost, forward, eager.seconds)
     return StepReport(
         via=via, gradients_equal=None if difference is None else difference <= tolerance * max(scale, 1e-12),
         max_grad_diff=difference, max_gradient=scale, tolerance=tolerance,
@@ -101,6 +103,21 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
         predicted_step_seconds=eager.seconds * (1 + overhead), peak_measure=measured.how,
         device=str(step.device), uncontrolled=run.uncontrolled,
         notes=tuple(route.notes(measured.peak, simulated_peak, comparable)), details=run.details)
+
+
+def predicted_overhead(graph: ComputeGraph, cost: float, policy_cost: float, forward_seconds: float,
+                       eager_seconds: float) -> float:
+    """The share of the eager step a plan of simulated ``cost`` adds: what it computes beyond checkpoint-all
+    (recomputed forward ops), each op's cost turned into seconds at the rate the model's own forward runs at
+    (``forward_seconds`` over its forward ops' costs: a re-run forward pays its Python too), plus ``policy_cost``
+    (SAC's per-op policy, in seconds under measured costs). Without a forward time, the costs' own ratio."""
+    baseline = checkpoint_all_cost(graph)
+    if baseline <= 0:
+        return 0.0
+    forward_cost = sum(n.cost for n in graph.nodes if n.kind in ("forward", "loss"))
+    if forward_seconds <= 0 or forward_cost <= 0 or eager_seconds <= 0:
+        return (cost + policy_cost) / baseline - 1
+    return ((cost - baseline) * forward_seconds / forward_cost + policy_cost) / eager_seconds
 
 
 class TracedStep:
@@ -125,6 +142,12 @@ class TracedStep:
         with _forked_rng(self.device):
             torch.manual_seed(self.seed)
             self.joint.eager_step()
+
+    def eager_forward(self) -> Any:
+        """The real model's forward and loss (no backward): what a recomputation re-runs, at its own speed."""
+        with _forked_rng(self.device):
+            output = self.joint.call_model(self.model, self.joint.inputs[:self.joint.num_model_inputs])
+            return self.joint.loss_of(output, self.joint.inputs[self.joint.num_model_inputs:])
 
     def own_step(self, policy: "ModulePolicy"):
         """The real model's step (as :meth:`eager`) with ``policy`` installed on its modules."""
