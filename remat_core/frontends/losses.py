@@ -14,6 +14,7 @@ from types import CellType, FunctionType
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils._pytree import tree_leaves
 from torch import nn
 from torch.nn import functional as F
 
@@ -55,7 +56,9 @@ def token_cross_entropy(labels: torch.Tensor) -> LossSetup:
 
 
 def _sum_of_outputs(output) -> torch.Tensor:
-    tensors = [output] if isinstance(output, torch.Tensor) else [t for t in output if isinstance(t, torch.Tensor)]
+    """Every output element summed: the tensors among the output's leaves (a tuple, a list, a dict, a registered
+    container such as a Hugging Face ``ModelOutput``)."""
+    tensors = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
     return torch.stack([t.sum() for t in tensors]).sum() if len(tensors) > 1 else tensors[0].sum()
 
 

@@ -32,6 +32,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 import torch.fx.traceback as fx_traceback
 from torch import fx, nn
 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
@@ -141,13 +142,12 @@ class _TrainingStep(nn.Module):
             value = self.loss.fn(output, *targets)
         elif isinstance(output, torch.Tensor) and output.numel() == 1:
             value = output.reshape(())
-        elif isinstance(output, torch.Tensor) or (isinstance(output, (tuple, list)) and
-                                                  any(isinstance(t, torch.Tensor) for t in output)):
+        elif any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(output)):
             value = SUM_OF_OUTPUTS.fn(output)
         else:
             raise TraceError(self.source, f"the model returned {_describe(output)}, which holds no tensor to sum "
                                           f"into a loss", module=LOSS_MODULE,
-                             hint="return a tensor or a tuple/list of tensors, or give a loss (a LossSetup or "
+                             hint="return a tensor or a container of tensors, or give a loss (a LossSetup or "
                                   "a callable output -> scalar)")
         if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.is_floating_point():
             raise TraceError(self.source, f"the loss must be a floating-point scalar tensor, got "
