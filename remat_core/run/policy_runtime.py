@@ -79,10 +79,29 @@ def install(model: torch.nn.Module, regions: Mapping[str, Mapping[str, Sequence[
         modules.append((module, {"context_fn": selective_context(saved)} if any(saved.values()) else {}))
     for module, policy in modules:  # a region saving nothing is a plain checkpoint: no policy to ask per op
         own = vars(module).get("forward")
-        module.forward = functools.partial(checkpoint, module.forward, use_reentrant=False, early_stop=early_stop,
-                                           preserve_rng_state=True, **policy)
+        module.forward = _checkpointed(module.forward, use_reentrant=False, early_stop=early_stop,
+                                       preserve_rng_state=True, **policy)
         setattr(module, INSTALLED, own)
     return model
+
+
+CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past", "cache")
+"""Keyword arguments through which a layer is handed a key-value cache it writes into (Hugging Face's names)."""
+
+
+def _checkpointed(forward: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+    """``forward`` run under ``checkpoint(..., **options)``, without the key-value cache a layer would be handed: the
+    recomputation would write it a second time and see other shapes (Hugging Face's own checkpointing drops it
+    too; a training step does not read it)."""
+    @functools.wraps(forward)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        for name in CACHE_ARGUMENTS:
+            if kwargs.get(name) is not None:
+                kwargs[name] = None
+        if kwargs.get("use_cache"):
+            kwargs["use_cache"] = False
+        return checkpoint(forward, *args, **options, **kwargs)
+    return run
 
 
 def uninstall(model: torch.nn.Module) -> torch.nn.Module:

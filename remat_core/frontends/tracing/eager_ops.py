@@ -19,6 +19,9 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 from ...errors import NotModuleBounded
 
+CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past", "cache")
+"""The key-value cache a layer is handed, dropped in a checkpoint as the installed plan drops it."""
+
 
 @dataclass(frozen=True)
 class EagerRecord:
@@ -59,6 +62,11 @@ def record_module_calls(joint: Any, paths: Sequence[str]) -> dict[str, list[Eage
                 ops.append(EagerRecord(str(func), reads, writes, outputs))
                 return CheckpointPolicy.PREFER_RECOMPUTE
 
+            for name in CACHE_ARGUMENTS:  # as the installed checkpoint runs it (remat_core.run.policy_runtime)
+                if kwargs.get(name) is not None:
+                    kwargs[name] = None
+            if kwargs.get("use_cache"):
+                kwargs["use_cache"] = False
             return checkpoint(forward, *args, use_reentrant=False, preserve_rng_state=True,
                               context_fn=lambda: create_selective_checkpoint_contexts(policy), **kwargs)
         return run
