@@ -19,7 +19,7 @@ import torch
 from ..errors import ExecutionError, NotModuleBounded
 from ..graph import ComputeGraph
 from ..schedule import Schedule
-from ..schedule.eager_match import eager_ops, region_module
+from ..schedule.eager_match import eager_ops, op_behind, region_module
 from ..schedule.sac_program import SAC_PLAN, SacPlan, forward_ops, forward_returns
 from .policy_runtime import install, uninstall
 
@@ -91,7 +91,7 @@ def _module_policy(graph: ComputeGraph, plan: SacPlan) -> ModulePolicy:
         for node in nodes[start:end]:
             if node.name not in plan.saved:
                 continue
-            eager = seen[path].get(_source(node).name)
+            eager = seen[path].get(op_behind(node).name)
             if eager is None or not eager.cachable:
                 dropped.append(node.name)
             else:
@@ -109,10 +109,3 @@ def installed_on(model: torch.nn.Module, policy: ModulePolicy) -> Iterator[torch
     finally:
         uninstall(model)
 
-
-def _source(node: Any) -> Any:
-    """The op behind a ``getitem`` of its outputs (a plan may name either)."""
-    while node.op == "call_function" and not isinstance(node.target, torch._ops.OpOverload) and node.args \
-            and isinstance(node.args[0], torch.fx.Node):
-        node = node.args[0]
-    return node

@@ -122,6 +122,13 @@ def _is_loss(module: str) -> bool:
     return module.startswith("<")  # the loss function's ops (``<loss>``), outside the model's modules
 
 
+def op_behind(node: Any) -> Any:
+    """The op behind a ``getitem`` of its outputs (a plan may name either); the node itself for an op."""
+    while node.op == "call_function" and not _is_op(node) and node.args and hasattr(node.args[0], "op"):
+        node = node.args[0]
+    return node
+
+
 def _is_op(node: Any) -> bool:
     """An ATen op (an ``OpOverload``, which has a schema), not a ``getitem`` of one's outputs."""
     return node.op == "call_function" and hasattr(node.target, "_schema")

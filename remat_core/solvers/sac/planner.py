@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ...errors import InfeasibleBudget, NotModuleBounded
-from ...schedule.eager_match import eager_ops, region_module, writes_its_inputs
+from ...schedule.eager_match import eager_ops, op_behind, region_module, writes_its_inputs
 from ...graph import ComputeGraph
 from ...schedule import Schedule, simulate
 from ...schedule.sac_program import SacPlan, block_spans, program_of_plan, span_names
@@ -311,7 +311,7 @@ def _menu(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int], cach
     ops in ``cachable`` are saved, when it is given."""
     binding = graph.attachments.binding
     block = [node for node in nodes[span[0]:span[1]]
-             if cachable is None or _source(node).name in cachable]
+             if cachable is None or op_behind(node).name in cachable]
     ranked = []
     for node in block:
         owners = [o for o in binding.storage.get(node.name, ()) if o in graph.index and binding.producer.get(o)
@@ -367,13 +367,6 @@ def _child_spans(graph: ComputeGraph, nodes: Sequence[Any], span: tuple[int, int
     except NotModuleBounded:  # a child called more than once
         return {}
     return {child.rsplit(".", 1)[-1]: span for child, span in bounded.items() if child not in unsafe}
-
-
-def _source(node: Any) -> Any:
-    """The op behind a ``getitem`` of its outputs."""
-    while node.op == "call_function" and node.args and hasattr(node.args[0], "op") and "getitem" in str(node.target):
-        node = node.args[0]
-    return node
 
 
 def _signature(nodes: Sequence[Any]) -> tuple:
