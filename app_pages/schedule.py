@@ -22,10 +22,12 @@ from explorer.widgets.budget import budget_scale, budget_slider, typed_budget
 from explorer.widgets.exports import comparison_records, csv_download, schedule_download
 from explorer.widgets.jobs import job_panel
 from explorer.widgets.link import link_picker
-from explorer.widgets.metrics import (comparison_table, estimate_metrics, log_scale_toggle, lp_bound_toggle,
-                                      lp_bound_wanted, outcome_message, schedule_metrics)
+from explorer.widgets.metrics import (comparison_table, deployed_toggle, deployed_wanted, estimate_metrics,
+                                      log_scale_toggle, lp_bound_toggle, lp_bound_wanted, outcome_message,
+                                      schedule_metrics)
 from explorer.widgets.sidebar import sidebar_schedule
-from explorer.widgets.solvers import compare_picker, option_widgets, solver_picker, time_limit_input
+from explorer.widgets.solvers import (compare_picker, deployed_peers, option_widgets, solver_picker,
+                                      time_limit_input)
 from explorer.widgets.text import plain
 from remat_core import get_solver
 from remat_core.analysis import curve_table, graph_summary, time_overhead
@@ -68,9 +70,12 @@ RECOMPUTE_ONLY = " · recompute only"
 
 
 def swept(solvers: list[str]) -> dict[str, tuple[str, tuple, float | None]]:
-    """The Pareto chart's curves: each solver's sweep, and with a host link, beside each solver that offloads, its
-    sweep without the link (recompute only): label -> (solver, options, time limit)."""
+    """The Pareto chart's curves: each solver's sweep, the deployed policies' when asked for, and with a host link,
+    beside each solver that offloads, its sweep without the link (recompute only): label -> (solver, options, time
+    limit)."""
     curves = {name: (name, *settings(name)) for name in solvers}
+    if deployed_wanted():
+        curves.update({name: (name, *settings(name)) for name in deployed_peers(graph) if name not in curves})
     if state.link() is not None:
         for name in solvers:
             if get_solver(name).tags.offloads:
@@ -197,20 +202,25 @@ def chart_part(budget: int, solvers: list[str]) -> None:
     current = {}
     for name, job in solves_at(budget, solvers).items():
         current[name] = time_overhead(job.result.stats) if job.done and job.result.feasible else None
-    log_column, bound_column = st.columns([1, 3])
+    log_column, bound_column, deployed_column = st.columns([1, 1, 2])
     with log_column:
         log_y = log_scale_toggle()
     with bound_column:
         bounds = best_possible(graph, state.time_limit()) if lp_bound_toggle(rerun=PANEL) else []
+    with deployed_column:
+        deployed_toggle(rerun=PANEL)
     if lp_bound_wanted():
         job_panel(lp_bounds_job(graph, state.time_limit()), key="schedule_lp_bounds", rerun=PANEL)
     st.plotly_chart(pareto_chart(graph.content_hash, curves, lower_bound=summary.lower_bound,
                                  checkpoint_all_peak=summary.checkpoint_all_peak, budget=budget, current=current,
                                  best_possible=bounds, log_y=log_y),
                     key="schedule_pareto")
-    st.caption("Each line is the best overhead a solver reached at or below each budget (a schedule that fits a "
-               "budget fits every larger one); markers are its solves, measured by the simulator; stars are the "
-               "exact results at the current budget. Below the lower bound (shaded) no schedule fits."
+    st.caption("Simulated, every mark: each line is the best overhead a solver reached at or below each budget (a "
+               "schedule that fits a budget fits every larger one); markers are its solves, as the simulator "
+               "measures them; stars are the exact results at the current budget; diamonds are fixed policies "
+               "(Hugging Face's every n, torchtitan's), each where the peak it holds lands. Below the lower bound "
+               "(shaded) no schedule fits. Measured on real tensors: the Timeline's \"Run on real tensors\", and "
+               "docs/deployed.md for the deployed policies' own mechanisms beside ours."
                + (" Over the host link the overhead is the step's time over the compute time (copies that do not "
                   "hide behind compute count); a line marked \"recompute only\" is the same solver without the "
                   "link." if state.link() is not None else ""))

@@ -1,5 +1,5 @@
 """Why recomputed? Each computation of a tensor with its reason, the budget from which it is computed
-once, and two budgets side by side."""
+once, two budgets side by side, and another solver (a deployed policy first) at the same budget."""
 
 
 import streamlit as st
@@ -16,6 +16,7 @@ from explorer.widgets.exports import csv_download, diff_records
 from explorer.widgets.jobs import job_panel
 from explorer.widgets.metrics import outcome_message
 from explorer.widgets.rows import figure_metric, wrapping_row
+from explorer.widgets.solvers import deployed_peers, offered_solvers
 from explorer.widgets.text import percent, plain
 from explorer.widgets.why_link import why_url
 from remat_core import get_solver
@@ -23,10 +24,11 @@ from remat_core.analysis import (CHANGE_ORDER, OnceThreshold, describe_computati
                                  offload_story, recomputed_tensors, schedule_diff)
 from remat_core.analysis.explain import named_fields
 from remat_core.graph import format_bytes, node_by_label, node_labels
-from remat_core.schedule import ordinal
+from remat_core.schedule import Schedule, ordinal
 
 
 PICKER = "w_why_tensor"
+RIVAL_KEY = "w_why_rival"
 
 
 @callback
@@ -89,9 +91,9 @@ if story is not None:
 with st.expander("Around it: its producers, its readers and what is recomputed with it", expanded=True):
     html, drawn, left_out = neighbourhood_page(graph.content_hash, graph, solver, budget, options, limit, tensor)
     st.iframe(html, height=460)
-    st.caption(f"★ this tensor · :blue[●] it is computed from these · :green[●] these read it · :orange[●] recomputed "
-               f"with it. A black ring: computed more than once. Drag a node to pull the knot apart; hover for "
-               f"its size and how often it is computed. Two hops each way, parameters left out"
+    st.caption("★ this tensor · :blue[●] it is computed from these · :green[●] these read it · :orange[●] recomputed "
+               "with it. A black ring: computed more than once. Drag a node to pull the knot apart; hover for "
+               "its size and how often it is computed. Two hops each way, parameters left out"
                + (f"; {left_out} more nodes left out to keep it readable." if left_out else "."))
 
 for computation in explanation.computations:
@@ -156,6 +158,33 @@ elif search.final:
 else:
     rerun_when_found()
 
+def differences(schedule_b: Schedule, solver_b: str, budget_b: int, side_b: str, csv_name: str, csv_key: str) -> None:
+    """The tensors the session's schedule (A) and ``schedule_b`` compute a different number of times, each with links
+    to why at A and at B, and the table as CSV."""
+    changes = schedule_diff(graph, schedule, schedule_b)
+    if not changes:
+        st.info("Both compute every tensor the same number of times.")
+        return
+    tally = {c: sum(1 for x in changes if x.change == c) for c in CHANGE_ORDER}
+    st.caption(" · ".join(f"{n} {c}" for c, n in tally.items() if n))
+    model = state.model()
+    st.dataframe([{"tensor": labels[c.tensor], "change": c.change, "computed at A": c.computes_a,
+                   f"computed at B ({side_b})": c.computes_b, "bytes": format_bytes(c.mem),
+                   "why at A": why_url(model, solver, budget, c.tensor),
+                   "why at B": why_url(model, solver_b, budget_b, c.tensor)} for c in changes],
+                 hide_index=True, width="stretch",
+                 column_config={"why at A": st.column_config.LinkColumn(display_text="why at A"),
+                                "why at B": st.column_config.LinkColumn(display_text="why at B")})
+    csv_download("Comparison CSV", diff_records(graph, changes, budget, budget_b), csv_name, csv_key,
+                 "The table above, with raw numbers: each tensor computed a different number of times.")
+
+
+def side_metrics(pairs: tuple[tuple[str, Schedule], ...]) -> None:
+    for side, (label, sched) in zip(st.columns(len(pairs)), pairs):
+        side.metric(label, percent(sched.stats["overhead"]), delta=f"{sched.stats['recomputed_nodes']} tensors "
+                    f"recomputed · peak {format_bytes(sched.stats['peak'])}", delta_color="off", delta_arrow="off")
+
+
 st.subheader("Two budgets side by side")
 other_key = "w_why_other_budget"
 other = other_budget_slider(scale, other_key, "Budget B (A is the current budget)",
@@ -164,25 +193,35 @@ other_outcome = awaited_outcome(graph, solver, other, options, limit)
 if other_outcome is not None and other_outcome.schedule is None:
     outcome_message(other_outcome, solver, other)
 elif other_outcome is not None:
-    side_a, side_b = st.columns(2)
-    for side, label, sched in ((side_a, "A", schedule), (side_b, "B", other_outcome.schedule)):
-        side.metric(f"{label}: {format_bytes(sched.budget)}", percent(sched.stats["overhead"]),
-                    delta=f"{sched.stats['recomputed_nodes']} tensors recomputed", delta_color="off",
-                    delta_arrow="off")
-    changes = schedule_diff(graph, schedule, other_outcome.schedule)
-    if not changes:
-        st.info("Both budgets compute every tensor the same number of times.")
-    else:
-        tally = {c: sum(1 for x in changes if x.change == c) for c in CHANGE_ORDER}
-        st.caption(" · ".join(f"{n} {c}" for c, n in tally.items() if n))
-        model = state.model()
-        st.dataframe([{"tensor": labels[c.tensor], "change": c.change, "computed at A": c.computes_a,
-                       "computed at B": c.computes_b, "bytes": format_bytes(c.mem),
-                       "why at A": why_url(model, solver, budget, c.tensor),
-                       "why at B": why_url(model, solver, other, c.tensor)} for c in changes],
-                     hide_index=True, width="stretch",
-                     column_config={"why at A": st.column_config.LinkColumn(display_text="why at A"),
-                                    "why at B": st.column_config.LinkColumn(display_text="why at B")})
-        csv_download("Comparison CSV", diff_records(graph, changes, budget, other), f"{graph.name}-{solver}-"
-                     f"{budget}-vs-{other}.csv", "why_diff_csv",
-                     "The table above, with raw numbers: each tensor computed a different number of times.")
+    side_metrics(((f"A: {format_bytes(budget)}", schedule), (f"B: {format_bytes(other)}", other_outcome.schedule)))
+    differences(other_outcome.schedule, solver, other, format_bytes(other),
+                f"{graph.name}-{solver}-{budget}-vs-{other}.csv", "why_diff_csv")
+
+
+st.subheader("Another solver at this budget")
+rivals = [name for name in [*deployed_peers(graph), *offered_solvers(graph)] if name != solver]
+rivals = list(dict.fromkeys(rivals))  # the deployed policies first: "why does Hugging Face recompute it?"
+if st.session_state.get(RIVAL_KEY) not in rivals:
+    st.session_state[RIVAL_KEY] = rivals[0]
+rival = st.selectbox("Solver B (A is the session's solver)", rivals, key=RIVAL_KEY,
+                     help="The deployed policies (Hugging Face's checkpointing, torchtitan's, PyTorch's auto-SAC, "
+                          "the partitioner) come first. A fixed policy holds what it holds: below its peak it is "
+                          "refused, and a button moves the budget there.")
+rival_options = options_key(state.solve_options(rival))
+rival_outcome = awaited_outcome(graph, rival, budget, rival_options, limit)
+if rival_outcome is not None and rival_outcome.schedule is None:
+    outcome_message(rival_outcome, rival, budget, button_key="why_rival_smallest")
+elif rival_outcome is not None:
+    rival_schedule = rival_outcome.schedule
+    side_metrics(((f"A: {solver}", schedule), (f"B: {rival}", rival_schedule)))
+    rival_counts = rival_schedule.simulation.compute_counts
+    ours, theirs = counts.get(tensor, 0), rival_counts.get(tensor, 0)
+    said = f"**{plain(solver)}** computes {plain(labels[tensor])} {ours}×, **{plain(rival)}** {theirs}×."
+    if theirs > 1:
+        again = [c for c in explain_tensor(graph, rival_schedule, tensor).computations if c.is_recomputation]
+        said += f" {plain(rival)}'s reason: {plain(describe_computation(graph, again[0], budget))}"
+    elif ours > 1:
+        said += f" {plain(rival)} keeps it (or its memory allows what {plain(solver)}'s budget does not)."
+    st.markdown(said)
+    differences(rival_schedule, rival, budget, rival, f"{graph.name}-{solver}-vs-{rival}-{budget}.csv",
+                "why_rival_csv")

@@ -7,6 +7,7 @@ import html
 import io
 import json
 import re
+import time
 from functools import partial
 
 import job_functions
@@ -34,7 +35,7 @@ from explorer.widgets.budget import budget_scale
 from explorer.widgets.exports import comparison_records, csv_text, diff_records, graph_json
 from explorer.widgets.text import percent, plain
 from remat_core import (ComputeGraph, checkpoint_all_peak, get_solver, list_solvers, memory_lower_bound, parse_budget,
-                        parse_graph)
+                        parse_graph, solve)
 from remat_core.analysis.comparison import sweep_budgets
 from remat_core.analysis.explain import schedule_diff
 from remat_core.frontends.trace import trace_training_graph, trace_zoo_model
@@ -246,6 +247,27 @@ def test_policies_over_blocks_are_offered_only_for_models_traced_here():
     at.session_state[state.MODEL] = state.Model(traced_residual_mlp(), "test")
     at.run()
     assert set(policies) <= offered()
+
+
+def test_what_users_deploy_is_drawn_on_the_pareto_chart_as_users_meet_it():
+    graph, rebuild = traced_residual_mlp(), partial(trace_training_graph, *residual_mlp(**SMALL_MLP))
+    at = app()
+    at.session_state[state.MODEL] = state.Model(graph, "test", rebuild=rebuild)
+    at.session_state[state.TIME_LIMIT] = 1.0
+    at.session_state[state.SOLVER] = "checkpoint-all"  # a quick sweep: the peers are what is tested
+    at.switch_page("app_pages/schedule.py").run()
+    sweep_status(graph, at.session_state[state.SOLVER], (), 1.0, wait=120)  # the chart is drawn
+    at.run()
+    at.toggle(key="w_pareto_deployed").set_value(True).run()
+    assert not at.exception
+    for peer in ("hf-checkpointing", "torchtitan-sac"):
+        sweep_status(graph, peer, (), 1.0, wait=120)
+    at.run()
+    traces = {t["name"]: t for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
+    every_n = traces["hf-checkpointing (fixed policy)"]
+    assert every_n["marker"]["symbol"] == "diamond" and every_n["text"][0] == "every=1"
+    assert "torchtitan-sac (fixed policy)" in traces
+    assert any("Simulated, every mark" in c.value and "Measured" in c.value for c in at.caption)
 
 
 def budget_scale_of(at: AppTest):
@@ -703,6 +725,29 @@ def test_the_why_page_exports_the_two_budget_comparison():
     assert len(rows) == len(changes) > 0
     assert {(r["tensor"], int(r["computed_at_a"]), int(r["computed_at_b"])) for r in rows} == {
         (c.tensor, c.computes_a, c.computes_b) for c in changes}
+
+
+def test_the_why_page_says_why_a_deployed_policy_recomputes_a_tensor_the_session_solver_keeps():
+    graph, rebuild = traced_residual_mlp(), partial(trace_training_graph, *residual_mlp(**SMALL_MLP))
+    hf = solve(graph, checkpoint_all_peak(graph), "hf-checkpointing")
+    budget = hf.stats["peak"]
+    recomputed_by_hf = next(n for n, c in hf.simulation.compute_counts.items() if c > 1)
+    at = app()
+    at.session_state[state.MODEL] = state.Model(graph, "test", rebuild=rebuild)
+    at.session_state[state.SOLVER] = "checkpoint-all"  # keeps everything: HF's recomputations are all "kept by A"
+    at.session_state[state.BUDGET] = checkpoint_all_peak(graph)
+    at.session_state[state.WHY_TENSOR] = recomputed_by_hf
+    at.switch_page("app_pages/why.py").run()
+    for _ in range(60):
+        if at.exception or any(plain("hf-checkpointing") + "**" in m.value for m in at.markdown):
+            break
+        time.sleep(0.5)
+        at.run()
+    assert not at.exception and at.selectbox(key="w_why_rival").value == "hf-checkpointing"
+    said = next(m.value for m in at.markdown if plain("hf-checkpointing") + "**" in m.value)
+    assert f"**{plain('checkpoint-all')}** computes" in said and "1×" in said and "2×" in said
+    assert plain("recomputed by hf-checkpointing") in said and budget <= checkpoint_all_peak(graph)
+    assert "Comparison CSV" in download_labels(at)  # solver B's (budget B is A: nothing differs there)
 
 
 def test_the_slider_marks_use_the_colours_of_the_pareto_chart_lines():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from remat_core import ComputeGraph, checkpoint_all_peak, memory_lower_bound, solve, solve_outcome
+from remat_core.analysis import policy_points
+from remat_core.errors import SolverOptionError
 from remat_core.frontends.trace import trace_training_graph, trace_zoo_model
 from remat_core.run.peers import measure_peer
 from remat_core.solvers import REFUSED
@@ -67,3 +69,20 @@ def test_the_peers_are_not_applicable_to_graphs_without_a_model_or_at_module_lev
         for graph in (from_file, module):
             outcome = solve_outcome(graph, checkpoint_all_peak(graph), solver)
             assert outcome.status == REFUSED and "not applicable" in outcome.detail, (solver, outcome.detail)
+
+
+def test_a_fixed_policy_is_met_at_each_setting_users_pick_each_at_the_peak_it_holds(blocks_mlp):
+    points = policy_points(blocks_mlp, "hf-checkpointing")
+    assert [p.setting for p in points] == [f"every={n}" for n in range(1, len(points) + 1)] and len(points) >= 2
+    for n, point in enumerate(points, start=1):
+        alone = solve(blocks_mlp, point.budget, "hf-checkpointing", every=n)  # it fits exactly where it is placed
+        assert point.feasible and point.peak == point.budget == alone.stats["peak"]
+        assert point.overhead == pytest.approx(alone.stats["overhead"])
+    assert points[0].overhead >= points[-1].overhead  # every layer recomputes the most
+    single = policy_points(blocks_mlp, "torchtitan-sac")
+    assert len(single) == 1 and single[0].setting == "as set" and single[0].feasible
+
+
+def test_a_solver_that_follows_a_budget_is_swept_over_budgets_not_settings(blocks_mlp):
+    with pytest.raises(SolverOptionError, match="follows a budget"):
+        policy_points(blocks_mlp, "torch-auto-sac")

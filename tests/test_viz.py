@@ -197,6 +197,19 @@ def test_pareto_figure_draws_a_reported_cost_lower_bound_as_best_possible():
     assert list(bound.y) == pytest.approx([10.0, 0.0])
 
 
+def test_a_fixed_policy_is_drawn_as_labelled_diamonds_at_its_peaks_without_a_line():
+    points = (CurvePoint(120, True, 120, 13.0, 0.3, {"a": 2}, 0.1, setting="every=1"),
+              CurvePoint(180, True, 180, 11.0, 0.1, {"a": 2}, 0.1, setting="every=2"))
+    policy = ParetoCurve("hf-checkpointing", {}, points, base_cost=10.0)
+    swept = ParetoCurve("ours", {}, (CurvePoint(100, True, 100, 12.0, 0.2, {}, 0.1),), base_cost=10.0)
+    assert policy.fixed_policy and not swept.fixed_policy
+    fig = pareto_figure([swept, policy], lower_bound=90, checkpoint_all_peak=200)
+    drawn = [t for t in fig.data if t.legendgroup == "hf-checkpointing"]
+    assert len(drawn) == 1 and drawn[0].name == "hf-checkpointing (fixed policy)"
+    assert drawn[0].mode == "markers+text" and drawn[0].marker.symbol == "diamond"
+    assert list(drawn[0].text) == ["every=1", "every=2"] and list(drawn[0].y) == pytest.approx([30.0, 10.0])
+
+
 def recomputing_chain():
     """A training chain and a schedule that recomputes part of its forward pass."""
     graph = training_chain(8, mem=10)

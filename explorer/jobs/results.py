@@ -35,6 +35,8 @@ from .tasks import Options, portable
 SWEEP_POINTS = 14
 SEARCH_SWEEP_POINTS = 6
 """Searching solvers take seconds per budget: their curves get fewer points."""
+POLICY_SETTINGS_LIMIT = 8
+"""The time limit of a fixed policy's points is reckoned for this many settings (Hugging Face's every n)."""
 SWEEP_WAIT_SECONDS = 2.0
 """:func:`sweep_status` waits this long by default before reporting how far a sweep got."""
 STEP_MARGIN_SECONDS = 10.0
@@ -202,9 +204,15 @@ def sweep_grid(graph: ComputeGraph, solver: str) -> list[int]:
 
 
 def sweep_job(graph: ComputeGraph, solver: str, options: Options, time_limit: float | None) -> Job:
-    """The job of ``solver``'s Pareto sweep on ``graph`` (started unless it is kept)."""
-    budgets = tuple(sweep_grid(graph, solver))
+    """The job of ``solver``'s Pareto sweep on ``graph`` (started unless it is kept): over budgets, or for a fixed
+    policy over the settings users meet it at (:func:`~explorer.jobs.tasks.policy_points_task`)."""
     setting = _setting(graph, solver, options, time_limit)
+    if not get_solver(solver).tags.follows_budget:
+        return solver_sweep_lane(solver).submit(
+            _sweep_key(graph, solver, options, time_limit), tasks.policy_points_task, solver, options, time_limit,
+            _rebuild_for(graph, solver), graph=portable(graph), label=f"{solver} at each setting",
+            on_done=partial(_confirm_points, setting), **_limits(time_limit, POLICY_SETTINGS_LIMIT))
+    budgets = tuple(sweep_grid(graph, solver))
     return solver_sweep_lane(solver).submit(
         _sweep_key(graph, solver, options, time_limit), tasks.sweep_task, solver, budgets, options, time_limit,
         _rebuild_for(graph, solver), graph=portable(graph), label=f"Pareto sweep of {solver}", total=len(budgets),

@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
-from remat_core import ComputeGraph, RematError, Schedule, SolveOutcome
-from remat_core.analysis import (LP_AVAILABLE, CurvePoint, OnceThreshold, curve_point, lp_lower_bound,
-                                 smallest_budget_computed_once)
+from remat_core import ComputeGraph, RematError, Schedule, SolveOutcome, get_solver
+from remat_core.analysis import (LP_AVAILABLE, UNLIMITED_BUDGET, CurvePoint, OnceThreshold, curve_point,
+                                 lp_lower_bound, policy_point, smallest_budget_computed_once)
 from remat_core.batch import GraphCache, Reporter
 from remat_core.frontends import with_model_of
 from remat_core.graph import format_bytes
@@ -84,6 +84,24 @@ def sweep_task(report: Reporter, graph: ComputeGraph, solver: str, budgets: Sequ
         point = curve_point(outcome)
         report.partial(point)
         points.append(point)
+    return tuple(points)
+
+
+def policy_points_task(report: Reporter, graph: ComputeGraph, solver: str, options: Options, time_limit: float | None,
+                       rebuild: Callable[[], ComputeGraph] | None = None) -> tuple[CurvePoint, ...]:
+    """A fixed policy's "sweep": one solve per setting it is met at (Hugging Face's every n), each without a budget
+    to keep and placed at the peak it holds (:func:`~remat_core.analysis.policy_point`), reported as it lands."""
+    graph = with_model(graph, rebuild)
+    settings = get_solver(solver).policy_settings(graph)
+    points = []
+    for done, setting in enumerate(settings):
+        report.step(done, len(settings), ", ".join(f"{k}={v}" for k, v in setting.items()) or solver)
+        outcome = solve_graph(graph, solver, UNLIMITED_BUDGET, tuple(sorted({**dict(options), **setting}.items())),
+                              time_limit)
+        if outcome.status == FAILED:
+            raise SweepFailed(outcome.message)
+        points.append(policy_point(outcome, setting))
+        report.partial(points[-1])
     return tuple(points)
 
 

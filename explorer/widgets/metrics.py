@@ -103,20 +103,45 @@ LP_BOUND = "pareto_lp_bound"
 """Session key: whether the Pareto chart asks for Checkmate's LP bound (kept across pages)."""
 
 
+def _kept_toggle(label: str, session_key: str, key: str, help: str, rerun: str | None) -> bool:
+    """A toggle whose value the session keeps under ``session_key`` (across pages; off until asked), rerunning the
+    fragment ``rerun`` when it changes (the one that starts the work it asks for)."""
+    @safety.callback
+    def changed() -> None:
+        st.session_state[session_key] = st.session_state[key]
+        if rerun is not None:
+            st.rerun(rerun)
+    st.session_state[key] = st.session_state.setdefault(session_key, False)
+    st.toggle(label, key=key, on_change=changed, help=help)
+    return bool(st.session_state[session_key])
+
+
 def lp_bound_toggle(key: str = "w_pareto_lp_bound", rerun: str | None = None) -> bool:
     """Whether to compute and draw Checkmate's LP bound, the "best possible" line (off until asked: an LP per
     budget takes seconds to minutes and often proves nothing within the time limit on graphs of hundreds of
-    nodes). ``rerun``: the fragment to rerun when it changes (the one that starts the work)."""
-    @safety.callback
-    def changed() -> None:
-        st.session_state[LP_BOUND] = st.session_state[key]
-        if rerun is not None:
-            st.rerun(rerun)
-    st.session_state[key] = st.session_state.setdefault(LP_BOUND, False)
-    st.toggle("LP bound", key=key, on_change=changed,
-              help="Checkmate's LP relaxation at six budgets: no schedule in the graph's topological order costs "
-                   "less. Solved in the background, one LP per budget (each up to the time limit).")
-    return bool(st.session_state[LP_BOUND])
+    nodes)."""
+    return _kept_toggle("LP bound", LP_BOUND, key, "Checkmate's LP relaxation at six budgets: no schedule in the "
+                        "graph's topological order costs less. Solved in the background, one LP per budget (each up "
+                        "to the time limit).", rerun)
+
+
+DEPLOYED = "pareto_deployed"
+"""Session key: whether the Pareto chart draws what users deploy instead (the peers), kept across pages."""
+
+
+def deployed_toggle(key: str = "w_pareto_deployed", rerun: str | None = None) -> bool:
+    """Whether to draw the deployed policies (the ``peers`` family) beside the chosen solvers, each as a user meets
+    it: Hugging Face's checkpointing at every n and torchtitan's policy as points, auto-SAC and the partitioner as
+    curves (off until asked: the partitioner compiles once per budget)."""
+    return _kept_toggle("What users deploy", DEPLOYED, key, "Hugging Face's gradient_checkpointing_enable at every "
+                        "n layers and torchtitan's op policy (points: they follow no budget), PyTorch's auto-SAC and "
+                        "torch.compile's partitioner (curves), on the same simulator as ours. Solved in the "
+                        "background.", rerun)
+
+
+def deployed_wanted() -> bool:
+    """Whether the session asked for the deployed policies on the chart (see :func:`deployed_toggle`)."""
+    return bool(st.session_state.get(DEPLOYED, False))
 
 
 def lp_bound_wanted() -> bool:

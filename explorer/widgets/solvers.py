@@ -18,6 +18,9 @@ from .. import state
 from ..safety import callback
 from .text import plain
 
+PEERS_FAMILY = "peers"
+"""The family of the deployed policies (``remat_core/solvers/peers/``): what users run instead of this tool."""
+
 TIME_LIMIT_RANGE = (0.5, 600.0)
 """Seconds a solve may take, from the time-limit input."""
 JS_SAFE_INTEGER = 2**53 - 1
@@ -43,6 +46,18 @@ def _compare_changed(key: str) -> None:
 def applies_to(name: str, graph: ComputeGraph) -> bool:
     """Whether the solver can plan this graph: a policy over a model's blocks and ops needs the model traced here."""
     return not get_solver(name).tags.needs_traced_model or graph.attachments.executable
+
+
+def deployed_peers(graph: ComputeGraph) -> list[str]:
+    """The deployed policies (the ``peers`` family: what users run instead of this tool) that apply to the graph, the
+    fixed policies first (a handful of quick solves: their points land before the curves' sweeps queue up)."""
+    peers = [s for s in list_solvers() if s.family == PEERS_FAMILY and applies_to(s.name, graph)]
+    return [s.name for s in sorted(peers, key=lambda s: s.tags.follows_budget)]
+
+
+def offered_solvers(graph: ComputeGraph) -> list[str]:
+    """The registry's solvers that apply to the graph, in registration order."""
+    return _offered(graph)[0]
 
 
 def _offered(graph: ComputeGraph) -> tuple[list[str], list[str]]:

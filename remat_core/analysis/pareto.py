@@ -12,12 +12,13 @@ grid is :func:`remat_core.analysis.comparison.sweep_budgets`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..errors import SolverOptionError
 from ..graph import ComputeGraph
 from ..schedule import Schedule, checkpoint_all_cost
-from ..solvers import SolveOutcome, solve_outcome
+from ..solvers import SolveOutcome, get_solver, solve_outcome
 
 LP_LOWER_BOUND = "lp_lower_bound"
 """The ``solver_info`` key under which a solver reports a lower bound on the cost at a budget."""
@@ -65,6 +66,8 @@ class CurvePoint:
         For an infeasible point, the smallest feasible budget the solver named.
     gap : float or None
         The relative optimality gap the solver reported (:func:`reported_gap`).
+    setting : str
+        For a fixed policy's point, the setting it was met at (``"every=2"``); empty for a budget's solve.
     """
 
     budget: int
@@ -77,6 +80,7 @@ class CurvePoint:
     cost_lower_bound: float | None = None
     smallest_feasible: int | None = None
     gap: float | None = None
+    setting: str = ""
 
     def computes_of(self, tensor: str) -> int | None:
         """How many times this point's schedule computes ``tensor`` (None when infeasible).
@@ -108,6 +112,11 @@ class ParetoCurve:
     options: Mapping[str, Any]
     points: tuple[CurvePoint, ...]
     base_cost: float
+
+    @property
+    def fixed_policy(self) -> bool:
+        """Whether the points are a fixed policy's settings, each at the peak it holds (no budget was asked)."""
+        return bool(self.points) and all(p.setting for p in self.points)
 
     @property
     def feasible_points(self) -> tuple[CurvePoint, ...]:
@@ -187,6 +196,35 @@ def pareto_curve(graph: ComputeGraph, solver: str, budgets: Iterable[int], time_
         if progress is not None:
             progress(done, len(ordered))
     return ParetoCurve(solver=solver, options=dict(options), points=tuple(points), base_cost=base)
+
+
+UNLIMITED_BUDGET = 1 << 62
+"""The budget a fixed policy is solved at to meet it where it is: it holds what it holds, refused only below."""
+
+
+def policy_points(graph: ComputeGraph, solver: str, time_limit: float | None = None,
+                  progress: Callable[[CurvePoint], None] | None = None, **options: Any) -> tuple[CurvePoint, ...]:
+    """A fixed policy (a solver with ``follows_budget=False``) met as users set it: one point per setting its
+    registration names (``every_n_layers`` = 1, 2, ...), each at the peak it holds, ``progress(point)`` after
+    each. ``options`` are the other options, the same at every setting."""
+    spec = get_solver(solver)
+    if spec.tags.follows_budget:
+        raise SolverOptionError(f"solver {solver!r} follows a budget: sweep it over budgets (pareto_curve)")
+    points = []
+    for setting in spec.policy_settings(graph):
+        points.append(policy_point(solve_outcome(graph, UNLIMITED_BUDGET, solver, time_limit,
+                                                 **{**options, **setting}), setting))
+        if progress is not None:
+            progress(points[-1])
+    return tuple(points)
+
+
+def policy_point(outcome: SolveOutcome, setting: Mapping[str, Any]) -> CurvePoint:
+    """The point of a fixed policy's solve at :data:`UNLIMITED_BUDGET` with ``setting``: placed at the peak it
+    holds, labelled with the setting."""
+    point = curve_point(outcome)
+    label = ", ".join(f"{k}={v}" for k, v in setting.items()) or "as set"
+    return replace(point, budget=point.peak if point.feasible else outcome.budget, setting=label)
 
 
 def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float | None = None,

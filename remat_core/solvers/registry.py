@@ -17,9 +17,10 @@ import importlib
 import math
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import SolverOptionError, UnknownSolver
+from ..graph import ComputeGraph
 from ..schedule import Schedule
 
 SolverFunction = Callable[..., Schedule]
@@ -166,6 +167,13 @@ class SolverSpec:
     tags: SolverTags = SolverTags()
     options: tuple[Option, ...] = ()
     reference: str = ""
+    settings: Callable[[ComputeGraph], Sequence[Mapping[str, Any]]] | None = field(default=None, repr=False)
+    """For a fixed policy (``follows_budget=False``): the option values a user meets it at on a graph (Hugging
+    Face's ``every_n_layers`` = 1, 2, ...), each one point on a chart; None: its options as set, one point."""
+
+    def policy_settings(self, graph: ComputeGraph) -> list[dict[str, Any]]:
+        """The settings :attr:`settings` names on ``graph`` (``[{}]`` for a policy with none)."""
+        return [dict(s) for s in self.settings(graph)] if self.settings is not None else [{}]
 
     @property
     def family(self) -> str:
@@ -219,7 +227,8 @@ def family_description(family: str) -> str:
 
 
 def register(name: str, description: str, *, tags: SolverTags = SolverTags(), options: tuple[Option, ...] = (),
-             reference: str = "") -> Callable[[SolverFunction], SolverFunction]:
+             reference: str = "", settings: Callable[[ComputeGraph], Sequence[Mapping[str, Any]]] | None = None
+             ) -> Callable[[SolverFunction], SolverFunction]:
     """Class the decorated function as solver ``name`` in the registry, its family read off its module."""
     def decorate(function: SolverFunction) -> SolverFunction:
         if name in REGISTRY:
@@ -229,8 +238,10 @@ def register(name: str, description: str, *, tags: SolverTags = SolverTags(), op
         if unknown:
             raise ValueError(f"solver {name!r}: tags name options it does not declare: {', '.join(unknown)}")
         family = tags.family or family_of_module(function.__module__)
+        if settings is not None and tags.follows_budget:
+            raise ValueError(f"solver {name!r}: settings are for fixed policies (follows_budget=False)")
         REGISTRY[name] = SolverSpec(name, description, function, replace(tags, family=family), tuple(options),
-                                    reference)
+                                    reference, settings)
         return function
     return decorate
 

@@ -4,6 +4,9 @@ Each solver's line is its lower envelope (the best overhead it reached at or bel
 which never rises with the budget), its raw points are markers: a budget whose own solve cost more
 than a smaller budget's shows a marker above the line.
 
+A fixed policy (Hugging Face's checkpointing at every n, torchtitan's op policy) follows no budget: it is
+drawn as diamonds where each of its settings lands, labelled with the setting.
+
 Marks the lower bound (no schedule fits below it: shaded), the checkpoint-all peak (no
 recomputation needed above it), the current budget, each solver's exact result there, and a
 solver's own lower bound on the cost where it reports one (``checkmate-lp``'s LP value, drawn as
@@ -15,7 +18,7 @@ the solvers there; an overhead of zero has no place on it.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
@@ -93,6 +96,9 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
     fig = go.Figure()
     for position, curve in enumerate(curves):
         color = solver_color(position)
+        if curve.fixed_policy:
+            fig.add_trace(_policy_points(curve, color, scale, shown))
+            continue
         steps = [(p, best) for p, best in zip(curve.feasible_points, curve.envelope()) if shown(best.overhead)]
         fig.add_trace(go.Scatter(
             x=[p.budget / scale for p, _ in steps], y=[100 * best.overhead for _, best in steps], name=curve.solver,
@@ -153,6 +159,26 @@ def pareto_figure(curves: Sequence[ParetoCurve], *, lower_bound: int, checkpoint
                "range": [(low - 0.04 * span) / scale, (top + 0.04 * span) / scale]},
         yaxis=yaxis))
     return fig
+
+
+POLICY_SUFFIX = "(fixed policy)"
+"""The name suffix of a fixed policy's points: it follows no budget, so it is drawn where each setting lands."""
+
+
+def _policy_points(curve: ParetoCurve, color: str, scale: float, shown: Callable[[float | None], bool]
+                   ) -> go.Scatter:
+    """A fixed policy's points (Hugging Face's every n, torchtitan's one policy): diamonds at the peak each holds,
+    labelled with the setting, no line (there is nothing between the settings a user can pick)."""
+    points = [p for p in curve.feasible_points if shown(p.overhead)]
+    return go.Scatter(
+        x=[p.budget / scale for p in points], y=[100 * p.overhead for p in points],
+        name=f"{curve.solver} {POLICY_SUFFIX}", legendgroup=curve.solver, mode="markers+text",
+        text=[p.setting if len(points) > 1 else "" for p in points], textposition="top center",
+        textfont={"size": 10, "color": color},
+        marker={"color": color, "size": 11, "symbol": "diamond", "line": {"color": "#222222", "width": 1}},
+        customdata=[[p.setting, format_bytes(p.peak), len(p.recomputed)] for p in points],
+        hovertemplate=(f"<b>{curve.solver}</b> %{{customdata[0]}}<br>holds %{{customdata[1]}}<br>overhead "
+                       f"%{{y:.2f}}%<br>recomputed %{{customdata[2]}} tensors<extra></extra>"))
 
 
 def _decade_ticks(values: Sequence[float]) -> dict:

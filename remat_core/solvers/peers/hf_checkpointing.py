@@ -14,6 +14,7 @@ Hugging Face transformers, ``PreTrainedModel.activation_checkpointing_enable`` a
 
 from __future__ import annotations
 
+from ...errors import SolverOptionError
 from ...graph import ComputeGraph
 from ...schedule import Schedule
 from ...schedule.sac_program import SacPlan
@@ -21,6 +22,24 @@ from ..registry import Option, SolverTags, register
 from ..sac_plans import blocks, checkpointed_blocks, policy_schedule, region_names, traced_forward
 
 NAME = "hf-checkpointing"
+SHOWN_EVERY = 8
+"""The chart meets Hugging Face's policy at ``every_n_layers`` = 1 .. this (or the model's layer count)."""
+
+
+def every_n_settings(graph: ComputeGraph) -> list[dict[str, int]]:
+    """``every`` = 1, 2, ... up to the number of blocks (at most :data:`SHOWN_EVERY`): the policy as users set it.
+
+    A model without blocks (or not traced here) gets the default alone, whose solve then says why the policy does not apply.
+    """
+    if not graph.attachments.executable:
+        return [{}]
+    try:
+        _, nodes, _ = traced_forward(graph, NAME)
+        count = len(blocks(graph, nodes, NAME))
+    except SolverOptionError:
+        count = 1
+    return [{"every": n} for n in range(1, min(count, SHOWN_EVERY) + 1)]
+
 
 
 @register(NAME, "Hugging Face's gradient_checkpointing_enable: every layer (or every n-th) checkpointed whole; "
@@ -29,7 +48,8 @@ NAME = "hf-checkpointing"
                           budget_monotone=True),
           options=(Option("every", int, 1, "checkpoint every n-th layer, from the first (Hugging Face's "
                                            "every_n_layers)", low=1, high=1024),),
-          reference="Hugging Face transformers 5.x, PreTrainedModel.activation_checkpointing_enable(every_n_layers)")
+          reference="Hugging Face transformers 5.x, PreTrainedModel.activation_checkpointing_enable(every_n_layers)",
+          settings=every_n_settings)
 def hf_checkpointing(graph: ComputeGraph, budget: int, *, time_limit: float | None = None, every: int = 1) -> Schedule:
     """Every ``every``-th block checkpointed whole (no op inside saves), the rest run plainly."""
     del time_limit
