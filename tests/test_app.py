@@ -823,7 +823,7 @@ def test_the_why_pages_threshold_is_found_in_the_background_and_its_button_sets_
     at = app()
     at.session_state[state.MODEL] = state.Model(graph, "test")
     at.session_state[state.SOLVER] = solver
-    at.session_state[state.TIME_LIMIT] = 2.0  # auto searches each budget to its limit
+    at.session_state[state.TIME_LIMIT] = 0.5  # auto searches each budget to its limit: a short one
     at.session_state[state.BUDGET] = budget = state.default_budget(graph)
     solved(at.switch_page("app_pages/why.py").run())
     assert not at.exception

@@ -15,6 +15,11 @@ from torch import nn
 from remat_core import Schedule, checkpoint_all_peak, memory_lower_bound, solve
 from remat_core.frontends.trace import trace_training_graph
 from remat_core.run import route_names, train_step
+from remat_core.run.installed import InstalledPlan
+from remat_core.run.routes import get_route
+from remat_core.run.routes.base import Mechanism
+from remat_core.run.step import TracedStep
+from remat_core.schedule.sac_program import forward_returns
 from remat_core.schedule.decisions import KEEP, RECOMPUTE, plan_decisions
 from remat_core.errors import ExecutionError
 
@@ -224,3 +229,18 @@ def test_execute_answers_in_seconds_by_default_and_says_when_a_longer_search_mig
     assert "stopped at the time limit of 5 s" in note and "+30.0%" in note and "12.0%" in note
     finished = stopped.with_updates(solver_info={})
     assert _search_note("auto", finished, 5.0) is None
+
+
+def test_a_routes_own_cost_per_op_is_calibrated_on_its_baseline_and_scales_with_the_ops():
+    mechanism = Mechanism(baseline_seconds=1.3, baseline_ops=100, ops=150)
+    assert mechanism.seconds(eager_seconds=1.0) == pytest.approx(0.45)  # 0.3 s over eager for 100 ops, 150 here
+    assert Mechanism(0.9, 100, 150).seconds(1.0) == 0.0  # a replay faster than eager adds nothing
+    assert Mechanism(1.3, 0, 150).seconds(1.0) == 0.0
+
+
+def test_the_replays_predicted_step_prices_its_interpretation(residual):
+    graph, schedule = residual
+    run = get_route("plan").measure(TracedStep(InstalledPlan(graph, schedule, forward_returns(graph, loss=True)),
+                                               schedule.simulation, 0), timing_runs=1)
+    assert run.mechanism is not None and run.mechanism.ops == len(schedule.ops) > run.mechanism.baseline_ops > 0
+    assert run.mechanism.baseline_seconds > 0

@@ -92,6 +92,8 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     forward = memo(f"eager forward seconds, weights {weights}", lambda: forward_seconds(step.eager_forward,
                                                                                         step.model, step.device))
     overhead = predicted_overhead(priced, (run.simulated or simulated).cost, run.policy_cost, forward, eager.seconds)
+    if run.mechanism is not None and eager.seconds > 0:
+        overhead += run.mechanism.seconds(eager.seconds) / eager.seconds
     return StepReport(
         via=via, gradients_equal=None if difference is None else difference <= tolerance * max(scale, 1e-12),
         max_grad_diff=difference, max_gradient=scale, tolerance=tolerance,

@@ -51,6 +51,25 @@ class RouteRun:
     """It ran the model's own forward (the plan on its modules), which draws random ops as eager PyTorch does."""
     policy_cost: float = 0.0
     """What the route adds that the ops' costs do not hold (SAC's per-op policy), in their units."""
+    mechanism: "Mechanism | None" = None
+    """What running the route itself costs beyond the eager step, op by op (the replay's interpretation)."""
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """A route's own cost per op it performs, calibrated on the model: its step with nothing recomputed
+    (``baseline_seconds``, performing ``baseline_ops``) against the eager step. A schedule of ``ops`` ops then costs
+    ``(baseline_seconds - eager_seconds) * ops / baseline_ops`` beyond its ops' own time."""
+
+    baseline_seconds: float
+    baseline_ops: int
+    ops: int
+
+    def seconds(self, eager_seconds: float) -> float:
+        """The route's own seconds on this schedule beyond what eager PyTorch spends (never below zero)."""
+        if self.baseline_ops <= 0:
+            return 0.0
+        return max(0.0, self.baseline_seconds - eager_seconds) * self.ops / self.baseline_ops
 
 
 class Route:
