@@ -202,12 +202,9 @@ def chart_part(budget: int, solvers: list[str]) -> None:
     current = {}
     for name, job in solves_at(budget, solvers).items():
         current[name] = time_overhead(job.result.stats) if job.done and job.result.feasible else None
-    log_column, bound_column, deployed_column = st.columns([1, 1, 2])
-    with log_column:
+    with st.container(horizontal=True, gap="medium"):  # the toggles flow onto a second line in a narrow window
         log_y = log_scale_toggle()
-    with bound_column:
         bounds = best_possible(graph, state.time_limit()) if lp_bound_toggle(rerun=PANEL) else []
-    with deployed_column:
         deployed_toggle(rerun=PANEL)
     if lp_bound_wanted():
         job_panel(lp_bounds_job(graph, state.time_limit()), key="schedule_lp_bounds", rerun=PANEL)

@@ -41,6 +41,8 @@ SWEEP_WAIT_SECONDS = 2.0
 """:func:`sweep_status` waits this long by default before reporting how far a sweep got."""
 STEP_MARGIN_SECONDS = 10.0
 """The heartbeat vouches for a step this long beyond the solver's time limit."""
+REBUILD_MARGIN_SECONDS = 240.0
+"""A job whose worker traces the model again first (a policy over its blocks and ops) is allowed this much more."""
 JOB_MARGIN_SECONDS = 60.0
 """A job may run this long per step beyond the solver's time limit (rebuilding the graph, simulating,
 a heuristic that ignores the time limit) before its lane stops it."""
@@ -95,9 +97,14 @@ def _setting(graph: ComputeGraph, solver: str, options: Options, time_limit: flo
     return graph.content_hash, solver, options, time_limit
 
 
-def _limits(time_limit: float | None, steps: int = 1) -> dict[str, float]:
+def _limits(time_limit: float | None, steps: int = 1, rebuild: Callable[[], ComputeGraph] | None = None
+            ) -> dict[str, float]:
+    """A job's time limit and heartbeat allowance; with a ``rebuild``, its worker traces the model first (a minute
+    for ResNet-50 at op level on two busy cores): :data:`REBUILD_MARGIN_SECONDS` more of both."""
     limit = time_limit or 0.0
-    return {"time_limit": steps * (limit + JOB_MARGIN_SECONDS), "step_allowance": limit + STEP_MARGIN_SECONDS}
+    tracing = REBUILD_MARGIN_SECONDS if rebuild is not None else 0.0
+    return {"time_limit": steps * (limit + JOB_MARGIN_SECONDS) + tracing,
+            "step_allowance": limit + STEP_MARGIN_SECONDS + tracing}
 
 
 # -- "fits at": the smallest budget at which a solver's schedule was confirmed ------------------------
@@ -157,11 +164,12 @@ def solve_job(graph: ComputeGraph, budget: int, solver: str, options: Options, t
     """The job of one solve (started unless it is kept). ``latest``: it supersedes the queued solves of this
     solver at this setting on this graph (the slider's newest position wins)."""
     setting = _setting(graph, solver, options, time_limit)
+    rebuild = _rebuild_for(graph, solver)
     return solve_lane(solver).submit(
         solve_key(graph, budget, solver, options, time_limit), tasks.solve_task, solver, int(budget), options,
-        time_limit, _rebuild_for(graph, solver), graph=portable(graph), label=f"{solver} at {format_bytes(budget)}",
+        time_limit, rebuild, graph=portable(graph), label=f"{solver} at {format_bytes(budget)}",
         group=setting if latest else None, on_done=partial(_confirm_outcome, setting, int(budget)),
-        **_limits(time_limit))
+        **_limits(time_limit, rebuild=rebuild))
 
 
 def outcome_of(job: Job) -> SolveOutcome | None:
@@ -207,16 +215,17 @@ def sweep_job(graph: ComputeGraph, solver: str, options: Options, time_limit: fl
     """The job of ``solver``'s Pareto sweep on ``graph`` (started unless it is kept): over budgets, or for a fixed
     policy over the settings users meet it at (:func:`~explorer.jobs.tasks.policy_points_task`)."""
     setting = _setting(graph, solver, options, time_limit)
+    rebuild = _rebuild_for(graph, solver)
     if not get_solver(solver).tags.follows_budget:
         return solver_sweep_lane(solver).submit(
             _sweep_key(graph, solver, options, time_limit), tasks.policy_points_task, solver, options, time_limit,
-            _rebuild_for(graph, solver), graph=portable(graph), label=f"{solver} at each setting",
-            on_done=partial(_confirm_points, setting), **_limits(time_limit, POLICY_SETTINGS_LIMIT))
+            rebuild, graph=portable(graph), label=f"{solver} at each setting",
+            on_done=partial(_confirm_points, setting), **_limits(time_limit, POLICY_SETTINGS_LIMIT, rebuild))
     budgets = tuple(sweep_grid(graph, solver))
     return solver_sweep_lane(solver).submit(
         _sweep_key(graph, solver, options, time_limit), tasks.sweep_task, solver, budgets, options, time_limit,
-        _rebuild_for(graph, solver), graph=portable(graph), label=f"Pareto sweep of {solver}", total=len(budgets),
-        on_done=partial(_confirm_points, setting), **_limits(time_limit, len(budgets)))
+        rebuild, graph=portable(graph), label=f"Pareto sweep of {solver}", total=len(budgets),
+        on_done=partial(_confirm_points, setting), **_limits(time_limit, len(budgets), rebuild))
 
 
 @dataclass(frozen=True)
@@ -304,9 +313,10 @@ def once_threshold_job(graph: ComputeGraph, solver: str, tensor: str, options: O
     known = tuple((p.budget, (p.recomputed.get(tensor, 1) if p.feasible else None))
                   for p in (sweep.curve.points if sweep.curve is not None else ()))
     steps = len(budgets) + tasks.ONCE_REFINE_STEPS
+    rebuild = _rebuild_for(graph, solver)
     return lane.submit(key, tasks.once_threshold_task, solver, tensor, budgets, known, options, time_limit,
-                       _rebuild_for(graph, solver), graph=portable(graph), label=f"where {solver} stops recomputing it", total=steps,
-                       **_limits(time_limit, steps))
+                       rebuild, graph=portable(graph), label=f"where {solver} stops recomputing it", total=steps,
+                       **_limits(time_limit, steps, rebuild))
 
 
 # -- runs on real tensors -------------------------------------------------------------------------------------
