@@ -180,6 +180,7 @@ def differences(schedule_b: Schedule, solver_b: str, budget_b: int, side_b: str,
 
 
 def side_metrics(pairs: tuple[tuple[str, Schedule], ...]) -> None:
+    """Each labelled schedule's overhead, recomputed tensors and peak, side by side."""
     for side, (label, sched) in zip(st.columns(len(pairs)), pairs):
         side.metric(label, percent(sched.stats["overhead"]), delta=f"{sched.stats['recomputed_nodes']} tensors "
                     f"recomputed · peak {format_bytes(sched.stats['peak'])}", delta_color="off", delta_arrow="off")

@@ -24,7 +24,7 @@ from remat_core.analysis import ParetoCurve, sweep_budgets
 from remat_core.graph import format_bytes
 from remat_core.run import TensorCheck
 from remat_core.schedule import checkpoint_all_cost
-from remat_core.solvers import FAILED
+from remat_core.solvers import FAILED, MAX_POLICY_SETTINGS
 
 from ..state import Model
 from . import tasks
@@ -35,8 +35,6 @@ from .tasks import Options, portable
 SWEEP_POINTS = 14
 SEARCH_SWEEP_POINTS = 6
 """Searching solvers take seconds per budget: their curves get fewer points."""
-POLICY_SETTINGS_LIMIT = 8
-"""The time limit of a fixed policy's points is reckoned for this many settings (Hugging Face's every n)."""
 SWEEP_WAIT_SECONDS = 2.0
 """:func:`sweep_status` waits this long by default before reporting how far a sweep got."""
 STEP_MARGIN_SECONDS = 10.0
@@ -220,7 +218,7 @@ def sweep_job(graph: ComputeGraph, solver: str, options: Options, time_limit: fl
         return solver_sweep_lane(solver).submit(
             _sweep_key(graph, solver, options, time_limit), tasks.policy_points_task, solver, options, time_limit,
             rebuild, graph=portable(graph), label=f"{solver} at each setting",
-            on_done=partial(_confirm_points, setting), **_limits(time_limit, POLICY_SETTINGS_LIMIT, rebuild))
+            on_done=partial(_confirm_points, setting), **_limits(time_limit, MAX_POLICY_SETTINGS, rebuild))
     budgets = tuple(sweep_grid(graph, solver))
     return solver_sweep_lane(solver).submit(
         _sweep_key(graph, solver, options, time_limit), tasks.sweep_task, solver, budgets, options, time_limit,

@@ -21,7 +21,8 @@ from typing import Any, Callable, Sequence
 
 from remat_core import ComputeGraph, RematError, Schedule, SolveOutcome, get_solver
 from remat_core.analysis import (LP_AVAILABLE, UNLIMITED_BUDGET, CurvePoint, OnceThreshold, curve_point,
-                                 lp_lower_bound, policy_point, smallest_budget_computed_once)
+                                 lp_lower_bound, policy_point, setting_label,
+                                 smallest_budget_computed_once)
 from remat_core.batch import GraphCache, Reporter
 from remat_core.frontends import with_model_of
 from remat_core.graph import format_bytes
@@ -95,7 +96,7 @@ def policy_points_task(report: Reporter, graph: ComputeGraph, solver: str, optio
     settings = get_solver(solver).policy_settings(graph)
     points = []
     for done, setting in enumerate(settings):
-        report.step(done, len(settings), ", ".join(f"{k}={v}" for k, v in setting.items()) or solver)
+        report.step(done, len(settings), setting_label(setting))
         outcome = solve_graph(graph, solver, UNLIMITED_BUDGET, tuple(sorted({**dict(options), **setting}.items())),
                               time_limit)
         if outcome.status == FAILED:

@@ -17,7 +17,8 @@ from .neighbourhood import (CONSUMER, PRODUCER, RECOMPUTED_WITH, ROLES, TENSOR, 
                             tensor_neighbourhood)
 from .overlay import SCHEDULE_STATUSES, STEP_STATUSES, NodeStatus, ViewStatus, schedule_status
 from .pareto import (UNLIMITED_BUDGET, CurvePoint, ParetoCurve, curve_point, curve_table, feasible_point,
-                     infeasible_point, policy_point, policy_points, reported_gap, solve_point, time_overhead)
+                     infeasible_point, policy_point, policy_points, reported_gap, setting_label, solve_point,
+                     time_overhead)
 from .subgraph import module_subgraph
 from .summary import graph_summary, in_module, kernel_memory_rows, memory_by_module, module_groups
 from .views import (DEFAULT_VIEW_NODES, MAX_DRAWN_NODES, GraphView, Hierarchy, ViewNode, collapse, default_expansion,
@@ -36,5 +37,5 @@ __all__ = ["Attempt", "CONSUMER", "Neighbourhood", "PRODUCER", "RECOMPUTED_WITH"
            "lane_clock", "OnceThreshold", "pareto_optimal",
            "ParetoCurve", "recomputed_tensors", "recursion_walk", "RecursionWalk", "reported_gap", "reveal",
            "schedule_diff", "schedule_status", "SCHEDULE_STATUSES", "selection_focus", "smallest_budget_computed_once",
-           "solve_point", "policy_point", "policy_points", "UNLIMITED_BUDGET", "STEP_STATUSES", "time_overhead", "step_title", "sweep_budgets", "TensorChange", "topological_positions",
+           "solve_point", "policy_point", "policy_points", "setting_label", "UNLIMITED_BUDGET", "STEP_STATUSES", "time_overhead", "step_title", "sweep_budgets", "TensorChange", "topological_positions",
            "view_node", "ViewNode", "ViewStatus", "walk_step_title", "WalkStep", "walkthrough_steps"]

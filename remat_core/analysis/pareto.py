@@ -223,8 +223,12 @@ def policy_point(outcome: SolveOutcome, setting: Mapping[str, Any]) -> CurvePoin
     """The point of a fixed policy's solve at :data:`UNLIMITED_BUDGET` with ``setting``: placed at the peak it
     holds, labelled with the setting."""
     point = curve_point(outcome)
-    label = ", ".join(f"{k}={v}" for k, v in setting.items()) or "as set"
-    return replace(point, budget=point.peak if point.feasible else outcome.budget, setting=label)
+    return replace(point, budget=point.peak if point.feasible else outcome.budget, setting=setting_label(setting))
+
+
+def setting_label(setting: Mapping[str, Any]) -> str:
+    """A fixed policy's setting as its point is labelled (``"every=2"``; ``"as set"`` for its options as they are)."""
+    return ", ".join(f"{k}={v}" for k, v in setting.items()) or "as set"
 
 
 def solve_point(graph: ComputeGraph, solver: str, budget: int, time_limit: float | None = None,

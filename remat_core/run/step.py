@@ -72,7 +72,7 @@ def train_step(graph: ComputeGraph, schedule: Schedule, via: str = "plan", *, se
     link = schedule_link(schedule)
     simulated = schedule.simulation if schedule.simulation is not None else simulate(graph, schedule, link=link)
     step = TracedStep(InstalledPlan(graph, schedule, forward_returns(graph, loss=True)), simulated, seed)
-    weights = tuple(p._version for p in step.model.parameters())  # an optimizer step changes them in place
+    weights = step.weights_version()
     memo = step.installed.decisions.graph.memo
     eager = memo(f"eager step, seed {seed}, weights {weights}, {timing_runs} timing runs",
                  lambda: measure_step(step.eager, step.model, step.device, timing_runs, warm_up=True))
@@ -137,6 +137,11 @@ class TracedStep:
         self.values = installed.values(self.joint, "train the model", "trace the model with real weights")
         self.device = device_of(self.values)
         self.has_random_ops = any(draws_random(n) for n in installed.program.nodes)
+
+    def weights_version(self) -> tuple[int, ...]:
+        """The model's weights' versions: what a measurement kept for the model is keyed on (an optimizer step
+        changes them in place)."""
+        return tuple(p._version for p in self.model.parameters())
 
     def eager(self) -> None:
         """The real model's step (its outputs and loss held through the backward, as a training loop holds them),

@@ -26,8 +26,8 @@ import pkgutil
 from .front_door import DEFAULT_SOLVER, check_budget, check_time_limit, solve, solve_outcome, sweep
 from .peers.torch_partitioner import failure_dumps_kept_out
 from .outcome import FAILED, FEASIBLE, INFEASIBLE, REFUSED, STATUSES, STOPPED, SolveOutcome
-from .registry import (REGISTRY, Option, SolverSpec, SolverTags, family_description, find_solvers, get_solver, register,
-                       solver_names)
+from .registry import (MAX_POLICY_SETTINGS, REGISTRY, Option, SolverSpec, SolverTags, family_description,
+                       find_solvers, get_solver, register, solver_names)
 from .separators.trace import RecursionCall, RecursionTrace, recursion_decomposition, trace_recursion
 from .stage_models.checkmate_lp import lp_relaxation_value
 from .stage_models.checkmate_model import highs_left_running
@@ -63,7 +63,7 @@ def families() -> list[str]:
     return list(dict.fromkeys(spec.family for spec in REGISTRY.values()))
 
 
-__all__ = ["DEFAULT_SOLVER", "FAILED", "FEASIBLE", "INFEASIBLE", "Option", "REFUSED", "REGISTRY", "RecursionCall",
+__all__ = ["DEFAULT_SOLVER", "FAILED", "FEASIBLE", "INFEASIBLE", "MAX_POLICY_SETTINGS", "Option", "REFUSED", "REGISTRY", "RecursionCall",
            "RecursionTrace", "STATUSES", "STOPPED", "SolveOutcome", "SolverSpec", "SolverTags", "check_budget",
            "check_time_limit", "failure_dumps_kept_out", "families", "family_description", "find_solvers", "get_solver", "highs_left_running",
            "list_solvers", "lp_relaxation_value", "recursion_decomposition", "register", "solve", "solve_outcome", "solver_names", "sweep",

@@ -24,6 +24,8 @@ from ..graph import ComputeGraph
 from ..schedule import Schedule
 
 SolverFunction = Callable[..., Schedule]
+MAX_POLICY_SETTINGS = 8
+"""A fixed policy is met at most at this many settings (Hugging Face's every n = 1 .. 8): each is a solve."""
 BASELINE_FAMILY = "baseline"
 """The family of a solver whose module sits directly in :mod:`remat_core.solvers` (``checkpoint-all``)."""
 
@@ -172,8 +174,11 @@ class SolverSpec:
     Face's ``every_n_layers`` = 1, 2, ...), each one point on a chart; None: its options as set, one point."""
 
     def policy_settings(self, graph: ComputeGraph) -> list[dict[str, Any]]:
-        """The settings :attr:`settings` names on ``graph`` (``[{}]`` for a policy with none)."""
-        return [dict(s) for s in self.settings(graph)] if self.settings is not None else [{}]
+        """The settings :attr:`settings` names on ``graph``, the first :data:`MAX_POLICY_SETTINGS` of them (``[{}]``
+        for a policy with none)."""
+        if self.settings is None:
+            return [{}]
+        return [dict(s) for s in self.settings(graph)][:MAX_POLICY_SETTINGS]
 
     @property
     def family(self) -> str:

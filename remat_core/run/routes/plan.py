@@ -40,9 +40,9 @@ class Replay(Route):
         measured = measure_step(replay, step.model, step.device, timing_runs)
         held = replays[0]
         baseline = checkpoint_all_ops(step.graph, explain=False)[0]
-        weights = tuple(p._version for p in step.model.parameters())
         baseline_seconds = step.graph.memo(
-            f"checkpoint-all replay seconds, seed {step.seed}, weights {weights}, {timing_runs} timing runs",
+            f"checkpoint-all replay seconds, seed {step.seed}, weights {step.weights_version()}, {timing_runs} "
+            f"timing runs",
             lambda: measure_step(lambda: execute(step.graph, baseline, seed=step.seed).gradients, step.model,
                                  step.device, timing_runs).seconds)
         return RouteRun(measured, details={"held_peak": held.peak - step.graph.pinned_bytes,

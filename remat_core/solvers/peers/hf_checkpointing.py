@@ -18,19 +18,16 @@ from ...errors import SolverOptionError
 from ...graph import ComputeGraph
 from ...schedule import Schedule
 from ...schedule.sac_program import SacPlan
-from ..registry import Option, SolverTags, register
+from ..registry import MAX_POLICY_SETTINGS, Option, SolverTags, register
 from ..sac_plans import blocks, checkpointed_blocks, policy_schedule, region_names, traced_forward
 
 NAME = "hf-checkpointing"
-SHOWN_EVERY = 8
-"""The chart meets Hugging Face's policy at ``every_n_layers`` = 1 .. this (or the model's layer count)."""
 
 
 def every_n_settings(graph: ComputeGraph) -> list[dict[str, int]]:
-    """``every`` = 1, 2, ... up to the number of blocks (at most :data:`SHOWN_EVERY`): the policy as users set it.
-
-    A model without blocks (or not traced here) gets the default alone, whose solve then says why the policy does not apply.
-    """
+    """``every`` = 1, 2, ... up to the number of blocks (at most
+    :data:`~remat_core.solvers.registry.MAX_POLICY_SETTINGS`): the policy as users set it. A model without blocks
+    (or not traced here) gets the default alone, whose solve then says why the policy does not apply."""
     if not graph.attachments.executable:
         return [{}]
     try:
@@ -38,8 +35,7 @@ def every_n_settings(graph: ComputeGraph) -> list[dict[str, int]]:
         count = len(blocks(graph, nodes, NAME))
     except SolverOptionError:
         count = 1
-    return [{"every": n} for n in range(1, min(count, SHOWN_EVERY) + 1)]
-
+    return [{"every": n} for n in range(1, min(count, MAX_POLICY_SETTINGS) + 1)]
 
 
 @register(NAME, "Hugging Face's gradient_checkpointing_enable: every layer (or every n-th) checkpointed whole; "
