@@ -44,8 +44,10 @@ def _compare_changed(key: str) -> None:
 
 
 def applies_to(name: str, graph: ComputeGraph) -> bool:
-    """Whether the solver can plan this graph: a policy over a model's blocks and ops needs the model traced here."""
-    return not get_solver(name).tags.needs_traced_model or graph.attachments.executable
+    """Whether the solver can plan this graph: a policy over a model's blocks and ops needs the model traced here, at
+    op level."""
+    traced_ops = graph.attachments.executable and graph.attachments.groups is None
+    return not get_solver(name).tags.needs_traced_model or traced_ops
 
 
 def deployed_peers(graph: ComputeGraph) -> list[str]:
@@ -81,8 +83,8 @@ def solver_picker(graph: ComputeGraph, key: str = "w_solver") -> str:
                       "simulator.")
     st.caption(plain(get_solver(state.solver()).description))
     if unfit := [n for n in unfit if n != state.solver()]:
-        st.caption(f"{plain(', '.join(unfit))}: policies over a model's blocks, offered for models traced here "
-                   "(the zoo, an uploaded .pt2 program).")
+        st.caption(f"{plain(', '.join(unfit))}: policies over a model's blocks and ops, offered for models "
+                   "traced here at op level (the zoo, an uploaded .pt2 program).")
     return state.solver()
 
 
