@@ -98,13 +98,6 @@ def serving(log_name: str = "streamlit-server.log", options: tuple[str, ...] = (
             raise AssertionError("the streamlit server did not stop within 20 s of SIGTERM") from None
 
 
-@pytest.fixture(scope="module")
-def app_url():
-    require_chromium()
-    with serving() as url:
-        yield url
-
-
 @contextmanager
 def chromium_tab(width: int = 1440, height: int = 1000):
     """A tab of headless chromium (driven by playwright) in a window of this size."""

@@ -17,7 +17,7 @@ import time
 
 import pytest
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from test_browser import RENDER_TIMEOUT_MS, app_url, assert_no_error, page, shot, wait_rendered  # noqa: F401
+from test_browser import RENDER_TIMEOUT_MS, assert_no_error, page, shot, wait_rendered  # noqa: F401
 
 pytestmark = pytest.mark.browser
 

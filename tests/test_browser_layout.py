@@ -6,7 +6,7 @@ hidden behind another or off the screen, and no text is cut with an ellipsis. Sc
 from __future__ import annotations
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, app_url, assert_no_error, wait_rendered  # noqa: F401
+from test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, assert_no_error, wait_rendered  # noqa: F401
 
 from explorer.pages import PAGES
 

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from test_browser import RENDER_TIMEOUT_MS, assert_no_error, wait_rendered
-from test_browser import app_url, page  # noqa: F401  (fixtures)
+from test_browser import page  # noqa: F401  (fixtures)
 
 from explorer.state import learn as learn_state
 from remat_core.graph import node_labels

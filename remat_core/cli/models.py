@@ -173,7 +173,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
 
 
 def add_policy_parser(sub: argparse._SubParsersAction) -> None:
-    from ..run.policy_export import FORMATS
+    from ..run.policy_formats import FORMATS
 
     p = sub.add_parser("policy", help="plan a model for SAC and write the plan as a file a training script runs "
                                       "without this package",

@@ -29,11 +29,9 @@ from ..graph import ComputeGraph, format_bytes
 from ..schedule import Schedule, checkpoint_all_cost, simulate
 from ..schedule.sac_program import SacPlan, block_spans, forward_ops, forward_returns, program_of_plan
 from ..schedule.sac_route import sac_policy_cost, sac_route_ops
+from .policy_formats import FORMATS
 from .policy_runtime import install as _install
 from .module_policy import ModulePolicy, module_policy, sac_plan_of
-
-FORMATS = ("torch", "hf", "torchtitan")
-"""What :func:`export_policy` writes: a torch-only Python file, Hugging Face's call, torchtitan's settings."""
 
 
 @dataclass(frozen=True)
