@@ -69,9 +69,10 @@ def test_the_peers_are_not_applicable_to_graphs_without_a_model_or_at_module_lev
 
     from_file = ComputeGraph.from_json(bert.to_json())
     module = trace_zoo_model("hf-bert", layers=2, hidden=64, heads=2, seq_len=32, level="module")
-    assert {solver for solver, _ in PEERS} <= set(deployed_peers(bert)) & set(offered_solvers(bert))
+    peers = {solver for solver, _ in PEERS}
+    assert peers <= set(deployed_peers(bert)) & set(offered_solvers(bert))
     for graph in (from_file, module):
-        assert not {solver for solver, _ in PEERS} & set(deployed_peers(graph) + offered_solvers(graph))
+        assert not peers & set(deployed_peers(graph) + offered_solvers(graph))
     for solver, _ in PEERS:
         for graph in (from_file, module):
             outcome = solve_outcome(graph, checkpoint_all_peak(graph), solver)

@@ -176,7 +176,8 @@ def test_what_other_packages_import_from_a_face_is_in_its_all():
 def test_importing_remat_core_loads_neither_torch_nor_streamlit_nor_ray():
     """Nor does building the command line's parser: a command on a graph file starts without loading PyTorch."""
     code = ("import sys, remat_core, remat_core.cli, remat_core.viz, remat_core.analysis, remat_core.run; "
-            "remat_core.cli.build_parser(); print(sorted(m for m in ('torch', 'streamlit', 'ray') if m in sys.modules))")
+            "remat_core.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'streamlit', 'ray') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

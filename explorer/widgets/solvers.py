@@ -46,8 +46,7 @@ def _compare_changed(key: str) -> None:
 def applies_to(name: str, graph: ComputeGraph) -> bool:
     """Whether the solver can plan this graph: a policy over a model's blocks and ops needs the model traced here, at
     op level."""
-    traced_ops = graph.attachments.executable and graph.attachments.groups is None
-    return not get_solver(name).tags.needs_traced_model or traced_ops
+    return not get_solver(name).tags.needs_traced_model or graph.attachments.executable_ops
 
 
 def deployed_peers(graph: ComputeGraph) -> list[str]:

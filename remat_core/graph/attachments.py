@@ -62,6 +62,12 @@ class Attachments:
         return self.binding is not None and self.joint is not None
 
     @property
+    def executable_ops(self) -> bool:
+        """Whether the graph is a model traced here at op level: what a policy over the model's blocks and ops
+        (a solver tagged ``needs_traced_model``) plans on."""
+        return self.executable and self.groups is None
+
+    @property
     def mode(self) -> str:
         """:data:`TRACED` when the op-level graph behind this one carries its FX graph, else :data:`SIZES`."""
         behind = self.op_graph.attachments if self.op_graph is not None else self

@@ -96,7 +96,7 @@ class Route:
         from ...solvers import get_solver
 
         tags = get_solver(self.planner).tags
-        if tags.needs_traced_model and (not graph.attachments.executable or graph.attachments.groups is not None):
+        if tags.needs_traced_model and not graph.attachments.executable_ops:
             return "auto"
         return self.planner
 
